@@ -1,0 +1,61 @@
+"""The ``compute-agent`` command.
+
+Exit codes: 0 success; 2 bad input (configuration, host description,
+arguments), with one error line on stderr and no traceback; 1 any other
+failure the agent recognises. Sub-commands live in :mod:`agent.commands`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from agent import __version__
+from agent.commands import COMMAND_MODULES
+from agent.commands.common import EXIT_BAD_INPUT, EXIT_FAILURE
+from agent.exceptions import AgentError, ConfigError, HostDescriptionError
+
+
+def _commands() -> dict[str, ModuleType]:
+    modules = [importlib.import_module(name) for name in COMMAND_MODULES]
+    return {m.NAME: m for m in modules}
+
+
+def build_parser(commands: dict[str, ModuleType] | None = None) -> argparse.ArgumentParser:
+    """The argument parser with every sub-command registered."""
+    commands = commands or _commands()
+    parser = argparse.ArgumentParser(
+        prog="compute-agent",
+        description="Keeps the Placement service in step with this hypervisor.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, module in commands.items():
+        module.register(sub.add_parser(name, help=module.HELP))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``compute-agent`` console script; returns the exit code."""
+    commands = _commands()
+    args = build_parser(commands).parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if getattr(args, "debug", False) else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(commands[args.command].run(args))
+    except (ConfigError, HostDescriptionError) as exc:
+        print(f"compute-agent {args.command}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except AgentError as exc:
+        print(f"compute-agent {args.command}: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

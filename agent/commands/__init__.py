@@ -1,0 +1,8 @@
+"""Sub-commands of ``compute-agent``: one module each.
+
+Each module has ``NAME``, ``HELP``, ``register(parser)`` (its arguments)
+and ``run(args) -> int`` (its exit code). :data:`COMMAND_MODULES` lists them
+in the order ``--help`` shows.
+"""
+
+COMMAND_MODULES: tuple[str, ...] = ("agent.commands.discover",)

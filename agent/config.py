@@ -1,0 +1,245 @@
+"""Configuration: oslo.config options in the INI style of every OpenStack service.
+
+Option names and defaults follow nova.conf where nova has the same knob
+(``reserved_host_memory_mb``, ``cpu_allocation_ratio``, ``[compute]
+cpu_dedicated_set`` ...), so an operator can carry values over unchanged.
+
+Every option is registered on a fresh :class:`oslo_config.cfg.ConfigOpts`
+by :func:`new_conf`; :func:`load` parses files and checks every value at once,
+so a bad value stops the agent at start with the option's name instead of
+failing later, mid-cycle. :func:`list_opts` feeds ``oslo-config-generator``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import socket
+from collections.abc import Sequence
+
+from oslo_config import cfg
+
+from agent.exceptions import ConfigError
+
+DEFAULT_OPTS: list[cfg.Opt] = [
+    cfg.StrOpt(
+        "host",
+        default=socket.gethostname(),
+        sample_default="<current_hostname>",
+        help="Name of this compute host. Drivers that manage one node (host, "
+        "libvirt) use it as the nodename: the name of the compute node's "
+        "root resource provider in Placement.",
+    ),
+    cfg.StrOpt(
+        "state_path",
+        default="/var/lib/compute-agent",
+        help="Directory for the agent's state: the compute node UUIDs, the last "
+        "state seen in Placement, the embedded placement database.",
+    ),
+    cfg.IntOpt(
+        "update_interval",
+        default=60,
+        min=1,
+        help="Seconds between two resource-tracking cycles.",
+    ),
+    cfg.FloatOpt(
+        "cpu_allocation_ratio",
+        default=None,
+        min=0.0,
+        help="Overcommit ratio of VCPU. Unset: new compute nodes get "
+        "initial_cpu_allocation_ratio and an existing inventory keeps the ratio "
+        "Placement holds (so it can be changed through the Placement API).",
+    ),
+    cfg.FloatOpt(
+        "ram_allocation_ratio",
+        default=None,
+        min=0.0,
+        help="Overcommit ratio of MEMORY_MB. Unset: as cpu_allocation_ratio, "
+        "with initial_ram_allocation_ratio.",
+    ),
+    cfg.FloatOpt(
+        "disk_allocation_ratio",
+        default=None,
+        min=0.0,
+        help="Overcommit ratio of DISK_GB. Unset: as cpu_allocation_ratio, "
+        "with initial_disk_allocation_ratio.",
+    ),
+    cfg.FloatOpt(
+        "initial_cpu_allocation_ratio",
+        default=4.0,
+        min=0.0,
+        help="VCPU allocation ratio of a new inventory when cpu_allocation_ratio is unset.",
+    ),
+    cfg.FloatOpt(
+        "initial_ram_allocation_ratio",
+        default=1.0,
+        min=0.0,
+        help="MEMORY_MB allocation ratio of a new inventory when ram_allocation_ratio is unset.",
+    ),
+    cfg.FloatOpt(
+        "initial_disk_allocation_ratio",
+        default=1.0,
+        min=0.0,
+        help="DISK_GB allocation ratio of a new inventory when disk_allocation_ratio is unset.",
+    ),
+    cfg.IntOpt(
+        "reserved_host_cpus",
+        default=0,
+        min=0,
+        help="VCPUs kept for the host: reported as VCPU reserved.",
+    ),
+    cfg.IntOpt(
+        "reserved_host_memory_mb",
+        default=512,
+        min=0,
+        help="MiB of RAM kept for the host: reported as MEMORY_MB reserved.",
+    ),
+    cfg.IntOpt(
+        "reserved_host_disk_mb",
+        default=0,
+        min=0,
+        help="MiB of disk kept for the host: reported as DISK_GB reserved, "
+        "rounded up to whole GiB.",
+    ),
+]
+
+COMPUTE_OPTS: list[cfg.Opt] = [
+    cfg.StrOpt(
+        "driver",
+        help="The compute driver that discovers resources and instances: "
+        "'fake' (a host description file, for tests and labs).",
+    ),
+]
+
+NUMA_OPTS: list[cfg.Opt] = [
+    cfg.BoolOpt(
+        "model_in_placement",
+        default=False,
+        help="Model each NUMA cell as a child provider ({nodename}_NUMA{N}, "
+        "trait HW_NUMA_ROOT) holding that cell's VCPU, PCPU and MEMORY_MB; "
+        "devices hang under the cell they are attached to.",
+    ),
+]
+
+DEVICES_OPTS: list[cfg.Opt] = [
+    cfg.ListOpt(
+        "enabled_mdev_types",
+        default=[],
+        help="Mediated device (vGPU) types to offer, e.g. nvidia-35. Each "
+        "physical GPU offers the type its existing mdevs have, else the first "
+        "type of this list it supports. Empty: no vGPUs are reported.",
+    ),
+]
+
+FAKE_OPTS: list[cfg.Opt] = [
+    cfg.StrOpt(
+        "host_file",
+        help="Host description (YAML) the fake driver reports; see docs/fake-host.md.",
+    ),
+]
+
+_CORE_GROUPS: list[tuple[str, list[cfg.Opt]]] = [
+    ("DEFAULT", DEFAULT_OPTS),
+    ("compute", COMPUTE_OPTS),
+    ("numa", NUMA_OPTS),
+    ("devices", DEVICES_OPTS),
+    ("fake", FAKE_OPTS),
+]
+
+OPTION_MODULES: tuple[str, ...] = ()
+"""Modules whose ``list_opts()`` adds options (a driver owns its own options)."""
+
+
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    """Every option by group, for ``oslo-config-generator`` and for validation.
+
+    A group named by several sources (e.g. ``compute``) is merged into one entry.
+    """
+    merged: dict[str, list[cfg.Opt]] = {}
+    sources = [_CORE_GROUPS]
+    sources += [importlib.import_module(m).list_opts() for m in OPTION_MODULES]
+    for source in sources:
+        for group, opts in source:
+            merged.setdefault(group, []).extend(opts)
+    return list(merged.items())
+
+
+def new_conf() -> cfg.ConfigOpts:
+    """A fresh ConfigOpts with every option registered (nothing parsed yet)."""
+    conf = cfg.ConfigOpts()
+    for group, opts in list_opts():
+        conf.register_opts(opts, group=None if group == "DEFAULT" else group)
+    return conf
+
+
+def validate(conf: cfg.ConfigOpts) -> None:
+    """Read every option once so a bad value is refused now, by name.
+
+    Raises:
+        ConfigError: naming ``[group] option``, the reason, and the fix.
+    """
+    for group, opts in list_opts():
+        section = conf if group == "DEFAULT" else conf[group]
+        for opt in opts:
+            try:
+                getattr(section, opt.dest)
+            except (cfg.ConfigFileValueError, ValueError) as exc:
+                reason = str(exc).split(" is not valid: ")[-1]
+                raise ConfigError(
+                    f"[{group}] {opt.name}: invalid value: {reason}; correct it in the "
+                    "configuration file"
+                ) from None
+    for name in ("cpu", "ram", "disk"):
+        for opt_name in (f"{name}_allocation_ratio", f"initial_{name}_allocation_ratio"):
+            value = getattr(conf, opt_name)
+            if value is not None and value <= 0:
+                raise ConfigError(
+                    f"[DEFAULT] {opt_name}: invalid value {value}: an allocation ratio "
+                    "must be greater than 0"
+                )
+
+
+def load(
+    config_files: Sequence[str] = (), overrides: dict[str, dict[str, object]] | None = None
+) -> cfg.ConfigOpts:
+    """Parse configuration files, apply overrides, and validate every value.
+
+    Args:
+        config_files: INI files, later ones overriding earlier ones.
+        overrides: ``{group: {option: value}}`` set after parsing (command-line
+            flags such as ``--driver``); group ``DEFAULT`` for the top level.
+
+    Returns:
+        The parsed, validated configuration.
+
+    Raises:
+        ConfigError: a file is missing or unreadable, or a value is invalid.
+    """
+    conf = new_conf()
+    try:
+        conf(args=[], project="compute-agent", default_config_files=list(config_files))
+    except cfg.ConfigFilesNotFoundError as exc:
+        raise ConfigError(
+            f"configuration file not found or not readable: {', '.join(exc.config_files)}"
+        ) from None
+    except cfg.ConfigFileParseError as exc:
+        raise ConfigError(f"configuration file {exc.config_file}: {exc.msg}") from None
+    except cfg.Error as exc:
+        raise ConfigError(f"configuration: {exc}") from None
+    for group, values in (overrides or {}).items():
+        for name, value in values.items():
+            try:
+                conf.set_override(name, value, group=None if group == "DEFAULT" else group)
+            except (cfg.NoSuchOptError, ValueError) as exc:
+                raise ConfigError(f"[{group}] {name}: {exc}") from None
+    validate(conf)
+    return conf
+
+
+def allocation_ratio(conf: cfg.ConfigOpts, kind: str) -> float | None:
+    """The configured ratio for ``kind`` (``cpu``, ``ram`` or ``disk``), or None when unset."""
+    return getattr(conf, f"{kind}_allocation_ratio")
+
+
+def initial_allocation_ratio(conf: cfg.ConfigOpts, kind: str) -> float:
+    """The ratio a new inventory of ``kind`` gets when the ratio option is unset."""
+    return float(getattr(conf, f"initial_{kind}_allocation_ratio"))

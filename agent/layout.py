@@ -1,0 +1,349 @@
+"""Turn a driver's :class:`HostResources` into resource providers.
+
+This is the one place that knows the tree's shape (DESIGN.md, "Tree shape"):
+
+============================  ==============================  ==========================
+provider                      name                            inventory
+============================  ==============================  ==========================
+compute node (root)           ``{nodename}``                  VCPU, PCPU, MEMORY_MB, DISK_GB
+NUMA cell (when modelled)     ``{nodename}_NUMA{N}``          VCPU, PCPU, MEMORY_MB of the cell
+physical GPU                  ``{nodename}_pci_{dddd_bb_ss_f}``  VGPU
+SR-IOV PF                     ``{nodename}_pci_{dddd_bb_ss_f}``  SRIOV_NET_VF
+whole PCI device              ``{nodename}_pci_{dddd_bb_ss_f}``  CUSTOM_PCI_{VENDOR}_{PRODUCT}
+============================  ==============================  ==========================
+
+Inventory rules follow compute-node-inventory.rst: ``max_unit = total``,
+VCPU/MEMORY_MB/DISK_GB carry their allocation ratio, DISK_GB is not reported
+on the compute node when instance disks are on shared storage (4b).
+
+Reserved amounts with NUMA modelled: ``reserved_host_cpus`` and
+``reserved_host_memory_mb`` are taken from the lowest-numbered cells first
+(cell 0 until it is exhausted, then cell 1, ...), because the host's own
+processes start there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import os_traits
+from oslo_config import cfg
+
+from agent import config as agent_config
+from agent.exceptions import ConfigError
+from agent.names import resource_class_name, trait_name
+from agent.provider_tree import ProviderTree
+from agent.resources import Inventory
+from drivers.records import Gpu, HostResources, MdevType, pci_address_slug
+
+# Traits on the compute node that the agent manages; any other trait there
+# (set by an operator through the API) is left alone.
+MANAGED_ROOT_TRAIT_PREFIXES = ("HW_CPU_", "HW_NUMA_", "COMPUTE_ARCH_")
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutPolicy:
+    """The configuration that shapes the tree (from :func:`policy_from_conf`).
+
+    Attributes:
+        cpu_allocation_ratio: VCPU ratio, or None to keep Placement's / use initial.
+        ram_allocation_ratio: MEMORY_MB ratio, or None.
+        disk_allocation_ratio: DISK_GB ratio, or None.
+        initial_cpu_allocation_ratio: VCPU ratio of a new inventory.
+        initial_ram_allocation_ratio: MEMORY_MB ratio of a new inventory.
+        initial_disk_allocation_ratio: DISK_GB ratio of a new inventory.
+        reserved_host_cpus: VCPUs kept back (count).
+        reserved_host_memory_mb: MiB kept back.
+        reserved_host_disk_mb: MiB kept back (reported in whole GiB, rounded up).
+        model_numa: NUMA cells become child providers.
+        enabled_mdev_types: mdev types offered as VGPU, in preference order.
+    """
+
+    cpu_allocation_ratio: float | None = None
+    ram_allocation_ratio: float | None = None
+    disk_allocation_ratio: float | None = None
+    initial_cpu_allocation_ratio: float = 4.0
+    initial_ram_allocation_ratio: float = 1.0
+    initial_disk_allocation_ratio: float = 1.0
+    reserved_host_cpus: int = 0
+    reserved_host_memory_mb: int = 512
+    reserved_host_disk_mb: int = 0
+    model_numa: bool = False
+    enabled_mdev_types: tuple[str, ...] = field(default_factory=tuple)
+
+
+def policy_from_conf(conf: cfg.ConfigOpts) -> LayoutPolicy:
+    """Read the :class:`LayoutPolicy` from a loaded configuration."""
+    return LayoutPolicy(
+        cpu_allocation_ratio=agent_config.allocation_ratio(conf, "cpu"),
+        ram_allocation_ratio=agent_config.allocation_ratio(conf, "ram"),
+        disk_allocation_ratio=agent_config.allocation_ratio(conf, "disk"),
+        initial_cpu_allocation_ratio=agent_config.initial_allocation_ratio(conf, "cpu"),
+        initial_ram_allocation_ratio=agent_config.initial_allocation_ratio(conf, "ram"),
+        initial_disk_allocation_ratio=agent_config.initial_allocation_ratio(conf, "disk"),
+        reserved_host_cpus=conf.reserved_host_cpus,
+        reserved_host_memory_mb=conf.reserved_host_memory_mb,
+        reserved_host_disk_mb=conf.reserved_host_disk_mb,
+        model_numa=conf.numa.model_in_placement,
+        enabled_mdev_types=tuple(conf.devices.enabled_mdev_types),
+    )
+
+
+def numa_provider_name(nodename: str, cell_id: int) -> str:
+    """``{nodename}_NUMA{N}``."""
+    return f"{nodename}_NUMA{cell_id}"
+
+
+def device_provider_name(nodename: str, address: str) -> str:
+    """``{nodename}_pci_{dddd_bb_ss_f}`` for a GPU, PF or whole PCI device."""
+    return f"{nodename}_pci_{pci_address_slug(address)}"
+
+
+def pci_resource_class(vendor_id: str, product_id: str, override: str | None = None) -> str:
+    """``override`` (normalised) or ``CUSTOM_PCI_{VENDOR}_{PRODUCT}`` (nova's default)."""
+    if override:
+        return resource_class_name(override)
+    return f"CUSTOM_PCI_{vendor_id.upper()}_{product_id.upper()}"
+
+
+def physnet_trait(physnet: str) -> str:
+    """``CUSTOM_PHYSNET_{NAME}`` for a physical network (``physnet-1`` -> ``..._PHYSNET_1``)."""
+    return "CUSTOM_PHYSNET_" + trait_name(physnet).removeprefix("CUSTOM_")
+
+
+def mdev_type_trait(type_id: str) -> str:
+    """The ``CUSTOM_`` trait that names an mdev type, e.g. ``CUSTOM_NVIDIA_35``."""
+    return trait_name(type_id)
+
+
+def gpu_vgpu_type(gpu: Gpu, enabled: Iterable[str]) -> MdevType | None:
+    """The mdev type a GPU offers: that of its existing mdevs, else the first enabled it supports.
+
+    Returns None when no enabled type fits (the GPU is then not reported).
+    """
+    enabled = tuple(enabled)
+    for mdev in gpu.mdevs:
+        if mdev.type_id in gpu.mdev_types and mdev.type_id in enabled:
+            return gpu.mdev_types[mdev.type_id]
+    for type_id in enabled:
+        if type_id in gpu.mdev_types:
+            return gpu.mdev_types[type_id]
+    return None
+
+
+@dataclass(slots=True)
+class ProviderSpec:
+    """One provider the host should have: what :func:`apply_layout` writes into the tree.
+
+    Attributes:
+        name: provider name.
+        parent: parent provider name; None for the compute node.
+        inventory: resource class -> Inventory.
+        traits: traits the agent sets.
+    """
+
+    name: str
+    parent: str | None
+    inventory: dict[str, Inventory]
+    traits: set[str]
+
+
+class _Ratios:
+    """Picks the allocation ratio per class: configured, else Placement's, else initial."""
+
+    def __init__(self, tree: ProviderTree, policy: LayoutPolicy) -> None:
+        self._tree = tree
+        self._policy = policy
+
+    def __call__(self, provider: str, rc: str) -> float:
+        kind = {"VCPU": "cpu", "MEMORY_MB": "ram", "DISK_GB": "disk"}.get(rc)
+        if kind is None:
+            return 1.0
+        configured = getattr(self._policy, f"{kind}_allocation_ratio")
+        if configured is not None:
+            return configured
+        if self._tree.exists(provider):
+            held = self._tree.data(provider).inventory.get(rc)
+            if held is not None:
+                return held.allocation_ratio
+        return getattr(self._policy, f"initial_{kind}_allocation_ratio")
+
+
+def _split_reserved(amount: int, totals: list[int]) -> list[int]:
+    """Spread ``amount`` over ``totals`` lowest index first, never beyond a total."""
+    out = []
+    for total in totals:
+        take = min(amount, total)
+        out.append(take)
+        amount -= take
+    return out
+
+
+def _inv(rc: str, total: int, reserved: int = 0, ratio: float = 1.0) -> Inventory:
+    return Inventory(
+        total=total, reserved=reserved, max_unit=total, allocation_ratio=ratio, resource_class=rc
+    )
+
+
+def _check_reserved(option: str, rc: str, reserved: int, total: int) -> None:
+    if reserved > total:
+        raise ConfigError(
+            f"[DEFAULT] {option} = {reserved} is more than the host's {rc} total of {total}; "
+            f"lower {option}"
+        )
+
+
+def desired_providers(
+    host: HostResources, policy: LayoutPolicy, tree: ProviderTree | None = None
+) -> list[ProviderSpec]:
+    """The providers ``host`` should have under ``policy``, parents first.
+
+    Args:
+        host: what the driver found.
+        policy: the configuration that shapes the tree.
+        tree: the current tree, read only to keep Placement's allocation
+            ratios when no ratio is configured (nova's rule).
+
+    Returns:
+        A list of :class:`ProviderSpec`, the compute node first.
+
+    Raises:
+        ConfigError: a ``reserved_host_*`` option exceeds what the host has.
+    """
+    ratio = _Ratios(tree or ProviderTree(), policy)
+    node = host.nodename
+    root = ProviderSpec(node, None, {}, set(host.traits))
+    specs = [root]
+    reserved_cpus = policy.reserved_host_cpus
+    reserved_mem = policy.reserved_host_memory_mb
+    numa = policy.model_numa and bool(host.numa_cells)
+
+    if numa:
+        cells = sorted(host.numa_cells, key=lambda c: c.id)
+        _check_reserved("reserved_host_cpus", "VCPU", reserved_cpus, sum(c.vcpus for c in cells))
+        _check_reserved(
+            "reserved_host_memory_mb", "MEMORY_MB", reserved_mem, sum(c.memory_mb for c in cells)
+        )
+        cpu_res = _split_reserved(reserved_cpus, [c.vcpus for c in cells])
+        mem_res = _split_reserved(reserved_mem, [c.memory_mb for c in cells])
+        for cell, r_cpu, r_mem in zip(cells, cpu_res, mem_res, strict=True):
+            name = numa_provider_name(node, cell.id)
+            inv: dict[str, Inventory] = {}
+            if cell.vcpus:
+                inv["VCPU"] = _inv("VCPU", cell.vcpus, r_cpu, ratio(name, "VCPU"))
+            if cell.pcpus:
+                inv["PCPU"] = _inv("PCPU", cell.pcpus)
+            if cell.memory_mb:
+                inv["MEMORY_MB"] = _inv(
+                    "MEMORY_MB", cell.memory_mb, r_mem, ratio(name, "MEMORY_MB")
+                )
+            specs.append(ProviderSpec(name, node, inv, {os_traits.HW_NUMA_ROOT}))
+    else:
+        if host.vcpus:
+            _check_reserved("reserved_host_cpus", "VCPU", reserved_cpus, host.vcpus)
+            root.inventory["VCPU"] = _inv("VCPU", host.vcpus, reserved_cpus, ratio(node, "VCPU"))
+        if host.pcpus:
+            root.inventory["PCPU"] = _inv("PCPU", host.pcpus)
+        if host.memory_mb:
+            _check_reserved("reserved_host_memory_mb", "MEMORY_MB", reserved_mem, host.memory_mb)
+            root.inventory["MEMORY_MB"] = _inv(
+                "MEMORY_MB", host.memory_mb, reserved_mem, ratio(node, "MEMORY_MB")
+            )
+    if host.disk_gb and not host.shared_storage:
+        reserved_disk = math.ceil(policy.reserved_host_disk_mb / 1024)
+        _check_reserved("reserved_host_disk_mb", "DISK_GB", reserved_disk, host.disk_gb)
+        root.inventory["DISK_GB"] = _inv(
+            "DISK_GB", host.disk_gb, reserved_disk, ratio(node, "DISK_GB")
+        )
+
+    cell_ids = {c.id for c in host.numa_cells}
+
+    def parent_of(numa_node: int | None) -> str:
+        if numa and numa_node is not None and numa_node in cell_ids:
+            return numa_provider_name(node, numa_node)
+        return node
+
+    for pf in host.sriov_pfs:
+        if not pf.num_vfs:
+            continue
+        traits = {trait_name(t) for t in pf.traits}
+        if pf.physnet:
+            traits.add(physnet_trait(pf.physnet))
+        specs.append(
+            ProviderSpec(
+                device_provider_name(node, pf.address),
+                parent_of(pf.numa_node),
+                {"SRIOV_NET_VF": _inv("SRIOV_NET_VF", pf.num_vfs)},
+                traits,
+            )
+        )
+    for gpu in host.gpus:
+        mtype = gpu_vgpu_type(gpu, policy.enabled_mdev_types)
+        if mtype is None:
+            continue
+        total = sum(1 for m in gpu.mdevs if m.type_id == mtype.id) + mtype.available_instances
+        if not total:
+            continue
+        specs.append(
+            ProviderSpec(
+                device_provider_name(node, gpu.address),
+                parent_of(gpu.numa_node),
+                {"VGPU": _inv("VGPU", total)},
+                {mdev_type_trait(mtype.id)},
+            )
+        )
+    for dev in host.pci_devices:
+        rc = pci_resource_class(dev.vendor_id, dev.product_id, dev.resource_class)
+        specs.append(
+            ProviderSpec(
+                device_provider_name(node, dev.address),
+                parent_of(dev.numa_node),
+                {rc: _inv(rc, 1)},
+                {trait_name(t) for t in dev.traits},
+            )
+        )
+    return specs
+
+
+def apply_layout(tree: ProviderTree, host: HostResources, policy: LayoutPolicy) -> None:
+    """Edit ``tree`` in place so the compute node ``host.nodename`` has the desired shape.
+
+    The compute node must already be in the tree (its caller chose its UUID).
+    Children are created and updated, and those the host no longer has, or
+    whose parent changed, are removed (a moved one is created again under its
+    new parent with the same UUID).
+    Operator-set traits on the compute node outside
+    :data:`MANAGED_ROOT_TRAIT_PREFIXES` are kept; aggregates are never touched.
+
+    Raises:
+        ProviderNotFound: the compute node is not in the tree.
+        ConfigError: a reserved amount exceeds the host's total.
+    """
+    specs = desired_providers(host, policy, tree)
+    node = host.nodename
+    root_uuid = tree.data(node).uuid
+    wanted = {s.name: s for s in specs}
+    # Deepest first, so a subtree is never visited after its parent went.
+    for uuid in reversed(tree.get_provider_uuids(root_uuid)[1:]):
+        if not tree.exists(uuid):
+            continue
+        p = tree.data(uuid)
+        spec = wanted.get(p.name)
+        parent_name = tree.data(p.parent_uuid).name if p.parent_uuid else None
+        if spec is None or spec.parent != parent_name:
+            tree.remove(uuid)
+    for spec in specs:
+        if spec.parent is not None and not tree.exists(spec.name):
+            tree.new_child(spec.name, spec.parent)
+        tree.update_inventory(spec.name, spec.inventory)
+        if spec.parent is None:
+            kept = {
+                t
+                for t in tree.data(spec.name).traits
+                if not t.startswith(MANAGED_ROOT_TRAIT_PREFIXES)
+            }
+            tree.update_traits(spec.name, kept | spec.traits)
+        else:
+            tree.update_traits(spec.name, spec.traits)

@@ -1,0 +1,94 @@
+"""The agent's state directory (``[DEFAULT] state_path``).
+
+What lives there survives restarts: each compute node's UUID, and (later)
+the last state seen in Placement. Files are JSON, written atomically
+(temporary file, fsync, rename) so a crash never leaves half a file; a file
+that cannot be read is reported and treated as absent, because everything
+in it can be found again in Placement.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import uuid as uuidlib
+from pathlib import Path
+from typing import Any
+
+LOG = logging.getLogger(__name__)
+
+COMPUTE_NODES_FILE = "compute_nodes.json"
+"""``{nodename: root provider UUID}``."""
+
+
+def read_json(path: Path) -> Any | None:
+    """The JSON document at ``path``, or None when it is missing or unreadable (logged)."""
+    try:
+        with path.open(encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        LOG.warning("state file %s is unreadable (%s); ignoring it", path, exc)
+        return None
+
+
+def write_json(path: Path, document: Any) -> None:
+    """Write ``document`` to ``path`` atomically (readers see the old or the new file).
+
+    Raises:
+        OSError: the directory is not writable.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(document, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class StateStore:
+    """Reads and writes the files of one state directory.
+
+    Args:
+        state_path: the directory (created on first write).
+    """
+
+    def __init__(self, state_path: str | Path) -> None:
+        self.path = Path(state_path)
+
+    def root_uuids(self) -> dict[str, str]:
+        """``{nodename: UUID}`` of every compute node recorded; invalid entries are dropped."""
+        doc = read_json(self.path / COMPUTE_NODES_FILE)
+        if not isinstance(doc, dict):
+            return {}
+        out = {}
+        for name, value in doc.items():
+            try:
+                out[str(name)] = str(uuidlib.UUID(str(value)))
+            except ValueError:
+                LOG.warning(
+                    "state file %s: %r is not a UUID; ignoring it", COMPUTE_NODES_FILE, value
+                )
+        return out
+
+    def root_uuid(self, nodename: str) -> str | None:
+        """The recorded UUID of compute node ``nodename``, or None."""
+        return self.root_uuids().get(nodename)
+
+    def set_root_uuid(self, nodename: str, uuid: str) -> None:
+        """Record the UUID of compute node ``nodename``.
+
+        Raises:
+            OSError: the state directory is not writable.
+        """
+        doc = self.root_uuids()
+        doc[nodename] = str(uuidlib.UUID(uuid))
+        write_json(self.path / COMPUTE_NODES_FILE, doc)

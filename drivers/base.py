@@ -1,0 +1,97 @@
+"""The compute driver interface.
+
+Contract (DESIGN.md, reshape-provider-tree.txt): a driver reports the nodes
+it manages, the hardware of each as plain records, and the instances on
+each. ``update_provider_tree`` edits a :class:`ProviderTree` in place; the
+shape itself is decided by :mod:`agent.layout`, shared by every driver, so
+switching drivers over the same hardware changes nothing in Placement.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+from oslo_config import cfg
+
+from agent.allocations import AllocationRecord, plan_allocations
+from agent.layout import LayoutPolicy, apply_layout, policy_from_conf
+from agent.provider_tree import ProviderTree
+from drivers.records import HostResources, Instance
+
+
+class ComputeDriver(abc.ABC):
+    """Base class of every compute driver.
+
+    Args:
+        conf: the loaded configuration (the layout policy is read from it).
+    """
+
+    def __init__(self, conf: cfg.ConfigOpts) -> None:
+        self.conf = conf
+        self.policy: LayoutPolicy = policy_from_conf(conf)
+
+    @abc.abstractmethod
+    def get_nodenames(self) -> list[str]:
+        """Names of the compute nodes this driver manages (usually one: the host).
+
+        Returns:
+            Nodenames; each becomes the name of a root resource provider.
+        """
+
+    @abc.abstractmethod
+    def get_host_resources(self, nodename: str) -> HostResources:
+        """What node ``nodename`` offers right now.
+
+        Raises:
+            KeyError: ``nodename`` is not managed by this driver.
+        """
+
+    @abc.abstractmethod
+    def list_instances(self, nodename: str) -> list[Instance]:
+        """The instances on node ``nodename`` (every one that holds resources).
+
+        Raises:
+            KeyError: ``nodename`` is not managed by this driver.
+        """
+
+    def update_provider_tree(
+        self,
+        provider_tree: ProviderTree,
+        nodename: str,
+        allocations: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
+        """Edit ``provider_tree`` in place to show what ``nodename`` has now.
+
+        Args:
+            provider_tree: the tree, holding at least the compute node
+                ``nodename`` (as last read from Placement).
+            nodename: the node to update.
+            allocations: None on an ordinary cycle. When a reshape is being
+                performed: ``{consumer_uuid: GET /allocations/{uuid} body}``
+                to be edited in place (spec: reshape-provider-tree.txt).
+
+        Raises:
+            ReshapeNeeded: the tree must change shape and ``allocations`` is None.
+            ConfigError: the configuration does not fit the host.
+        """
+        apply_layout(provider_tree, self.get_host_resources(nodename), self.policy)
+
+    def expected_allocations(
+        self,
+        provider_tree: ProviderTree,
+        nodename: str,
+        sharing_provider_uuid: str | None = None,
+    ) -> dict[str, AllocationRecord]:
+        """The allocation each instance of ``nodename`` should hold, by consumer UUID.
+
+        ``provider_tree`` must already have been through
+        :meth:`update_provider_tree`. See :func:`agent.allocations.plan_allocations`.
+        """
+        return plan_allocations(
+            self.list_instances(nodename),
+            self.get_host_resources(nodename),
+            provider_tree,
+            self.policy,
+            sharing_provider_uuid,
+        )

@@ -1,0 +1,187 @@
+"""The fake driver: a host described in a YAML file, changeable at run time.
+
+Functional tests and labs use it to play a hypervisor: the description gives
+the hardware and the instances (docs/fake-host.md); the methods below add or
+remove instances and devices and change totals while the agent runs, the way
+real hardware and real instances come and go.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from oslo_config import cfg
+
+from agent.exceptions import ConfigError, HostDescriptionError
+from drivers.base import ComputeDriver
+from drivers.fake_host import FakeNode, check_instances, load_host_description
+from drivers.records import Gpu, HostResources, Instance, PciDevice, SriovPF, normalize_pci_address
+
+
+class FakeDriver(ComputeDriver):
+    """A driver whose host comes from a description file.
+
+    Args:
+        conf: loaded configuration.
+        host_file: the description; defaults to ``[fake] host_file``.
+
+    Raises:
+        ConfigError: no host file is given.
+        HostDescriptionError: the file is unreadable or malformed.
+    """
+
+    def __init__(self, conf: cfg.ConfigOpts, host_file: str | Path | None = None) -> None:
+        super().__init__(conf)
+        path = host_file or conf.fake.host_file
+        if not path:
+            raise ConfigError(
+                "the fake driver needs a host description: set [fake] host_file or pass "
+                "--fake-host FILE"
+            )
+        self.host_file = str(path)
+        self._lock = threading.Lock()
+        self._nodes: dict[str, FakeNode] = {}
+        self.reload()
+
+    def reload(self) -> None:
+        """Read the description file again, replacing hardware and instances.
+
+        Raises:
+            HostDescriptionError: the file is malformed; the driver keeps its
+                previous state.
+        """
+        nodes = {n.host.nodename: n for n in load_host_description(self.host_file)}
+        with self._lock:
+            self._nodes = nodes
+
+    # -- ComputeDriver ---------------------------------------------------------
+
+    def get_nodenames(self) -> list[str]:
+        """Nodenames in file order."""
+        with self._lock:
+            return list(self._nodes)
+
+    def _node(self, nodename: str) -> FakeNode:
+        try:
+            return self._nodes[nodename]
+        except KeyError:
+            raise KeyError(f"node {nodename!r} is not in {self.host_file}") from None
+
+    def get_host_resources(self, nodename: str) -> HostResources:
+        """The node's hardware as it is now (see :meth:`update_host`)."""
+        with self._lock:
+            return self._node(nodename).host
+
+    def list_instances(self, nodename: str) -> list[Instance]:
+        """The node's instances, in the order they were added."""
+        with self._lock:
+            return list(self._node(nodename).instances.values())
+
+    # -- run-time changes ----------------------------------------------------------
+
+    def _check(self, nodename: str, host: HostResources, instances: list[Instance]) -> None:
+        def fail(where: str, reason: str) -> HostDescriptionError:
+            return HostDescriptionError(f"fake node {nodename}", where, reason)
+
+        check_instances(host, instances, fail)
+
+    def spawn(self, nodename: str, instance: Instance) -> None:
+        """Add an instance to a node.
+
+        Raises:
+            KeyError: unknown node.
+            HostDescriptionError: the UUID is taken, or the instance names a
+                device, mdev or NUMA cell the node does not have, or one
+                already assigned.
+        """
+        with self._lock:
+            node = self._node(nodename)
+            for other in self._nodes.values():
+                if instance.uuid in other.instances:
+                    raise HostDescriptionError(
+                        f"fake node {nodename}", "", f"instance {instance.uuid} already exists"
+                    )
+            self._check(nodename, node.host, [*node.instances.values(), instance])
+            node.instances[instance.uuid] = instance
+
+    def destroy(self, instance_uuid: str) -> Instance:
+        """Remove an instance wherever it runs; returns it.
+
+        Raises:
+            KeyError: no such instance.
+        """
+        with self._lock:
+            for node in self._nodes.values():
+                if instance_uuid in node.instances:
+                    return node.instances.pop(instance_uuid)
+        raise KeyError(f"no instance {instance_uuid} on any fake node")
+
+    def update_host(self, nodename: str, **changes: Any) -> HostResources:
+        """Change fields of a node's :class:`HostResources` (``memory_mb=...``, ``vcpus=...``).
+
+        Instances are not checked against the new values: hardware can shrink
+        under running instances and the agent must cope.
+
+        Raises:
+            KeyError: unknown node.
+            TypeError: an unknown field.
+        """
+        with self._lock:
+            node = self._node(nodename)
+            node.host = replace(node.host, **changes)
+            return node.host
+
+    def add_device(self, nodename: str, device: PciDevice | SriovPF | Gpu) -> None:
+        """Hot-plug a whole PCI device, an SR-IOV PF or a GPU.
+
+        Raises:
+            KeyError: unknown node.
+            HostDescriptionError: the address is already in use.
+        """
+        with self._lock:
+            node = self._node(nodename)
+            host = node.host
+            taken = (
+                {d.address for d in host.pci_devices}
+                | {p.address for p in host.sriov_pfs}
+                | {g.address for g in host.gpus}
+                | set(host.pf_of_vf())
+            )
+            new = {device.address} | set(getattr(device, "vf_addresses", ()))
+            clash = sorted(new & taken)
+            if clash:
+                raise HostDescriptionError(
+                    f"fake node {nodename}", "", f"PCI address {clash[0]} is already in use"
+                )
+            if isinstance(device, PciDevice):
+                node.host = replace(host, pci_devices=(*host.pci_devices, device))
+            elif isinstance(device, SriovPF):
+                node.host = replace(host, sriov_pfs=(*host.sriov_pfs, device))
+            else:
+                node.host = replace(host, gpus=(*host.gpus, device))
+
+    def remove_device(self, nodename: str, address: str) -> None:
+        """Hot-unplug the device, PF or GPU at ``address``.
+
+        Instances keep naming it: that is what happens on real hardware, and
+        the agent must not drop allocations from under them.
+
+        Raises:
+            KeyError: unknown node or no device at that address.
+        """
+        address = normalize_pci_address(address)
+        with self._lock:
+            node = self._node(nodename)
+            host = node.host
+            kept = (
+                tuple(d for d in host.pci_devices if d.address != address),
+                tuple(p for p in host.sriov_pfs if p.address != address),
+                tuple(g for g in host.gpus if g.address != address),
+            )
+            before = len(host.pci_devices) + len(host.sriov_pfs) + len(host.gpus)
+            if sum(map(len, kept)) == before:
+                raise KeyError(f"no device at {address} on fake node {nodename}")
+            node.host = replace(host, pci_devices=kept[0], sriov_pfs=kept[1], gpus=kept[2])
