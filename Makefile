@@ -27,8 +27,9 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# Benchmarks print figures; they are not timed tests.
 bench: install
-	$(BIN)/python bench/provider_tree.py
+	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,239 @@
+"""The tree's shape: DESIGN.md "Tree shape" and compute-node-inventory.rst."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+
+import pytest
+
+from agent.exceptions import ConfigError
+from agent.layout import LayoutPolicy, apply_layout, physnet_trait
+from agent.provider_tree import ProviderTree, child_uuid
+from drivers.records import (
+    Gpu,
+    HostResources,
+    Mdev,
+    MdevType,
+    NumaCell,
+    PciDevice,
+    SriovPF,
+    vf_addresses,
+)
+
+ROOT = "9b0c2d4e-6f8a-4b1c-9d2e-3f4a5b6c7d8e"
+MDEV = "0c1d2e3f-4a5b-4c6d-8e9f-0a1b2c3d4e5f"
+
+
+def host(**changes) -> HostResources:
+    base = dict(
+        nodename="cn",
+        vcpus=16,
+        pcpus=4,
+        memory_mb=65536,
+        disk_gb=500,
+        traits=frozenset({"HW_CPU_X86_AVX2", "COMPUTE_ARCH_X86_64"}),
+        numa_cells=(
+            NumaCell(0, vcpus=8, pcpus=2, memory_mb=32768),
+            NumaCell(1, vcpus=8, pcpus=2, memory_mb=32768),
+        ),
+        sriov_pfs=(
+            SriovPF(
+                "0000:3b:00.0",
+                total_vfs=8,
+                vf_addresses=vf_addresses("0000:3b:00.0", 4, 16, 1),
+                numa_node=1,
+                physnet="physnet-1",
+                traits=frozenset({"HW_NIC_SRIOV"}),
+            ),
+        ),
+        gpus=(
+            Gpu(
+                "0000:af:00.0",
+                mdev_types={
+                    "nvidia-35": MdevType("nvidia-35", "GRID M60-2Q", 6),
+                    "nvidia-36": MdevType("nvidia-36", "GRID M60-4Q", 2),
+                },
+                mdevs=(Mdev(MDEV, "nvidia-36", "0000:af:00.0"),),
+                numa_node=0,
+            ),
+        ),
+        pci_devices=(PciDevice("0000:86:00.0", "8086", "0a54", numa_node=None),),
+    )
+    base.update(changes)
+    return HostResources(**base)
+
+
+POLICY = LayoutPolicy(
+    reserved_host_cpus=1,
+    reserved_host_memory_mb=1024,
+    reserved_host_disk_mb=1500,
+    enabled_mdev_types=("nvidia-35", "nvidia-36"),
+)
+
+
+def build(h: HostResources, policy: LayoutPolicy = POLICY, tree: ProviderTree | None = None):
+    tree = tree or ProviderTree()
+    if not tree.exists(h.nodename):
+        tree.new_root(h.nodename, ROOT)
+    apply_layout(tree, h, policy)
+    return tree
+
+
+def shape(tree: ProviderTree) -> dict[str, tuple[str | None, dict, set]]:
+    out = {}
+    for p in tree.all_data():
+        parent = tree.data(p.parent_uuid).name if p.parent_uuid else None
+        inv = {
+            rc: (i.total, i.reserved, i.max_unit, i.allocation_ratio)
+            for rc, i in p.inventory.items()
+        }
+        out[p.name] = (parent, inv, set(p.traits))
+    return out
+
+
+def test_flat_tree():
+    s = shape(build(host()))
+    assert s == {
+        "cn": (
+            None,
+            {
+                "VCPU": (16, 1, 16, 4.0),
+                "PCPU": (4, 0, 4, 1.0),
+                "MEMORY_MB": (65536, 1024, 65536, 1.0),
+                "DISK_GB": (500, 2, 500, 1.0),  # 1500 MiB reserved -> 2 GiB
+            },
+            {"HW_CPU_X86_AVX2", "COMPUTE_ARCH_X86_64"},
+        ),
+        "cn_pci_0000_3b_00_0": (
+            "cn",
+            {"SRIOV_NET_VF": (4, 0, 4, 1.0)},
+            {"HW_NIC_SRIOV", "CUSTOM_PHYSNET_PHYSNET_1"},
+        ),
+        # the GPU offers the type of its existing mdev: 1 mdev + 2 available
+        "cn_pci_0000_af_00_0": ("cn", {"VGPU": (3, 0, 3, 1.0)}, {"CUSTOM_NVIDIA_36"}),
+        "cn_pci_0000_86_00_0": ("cn", {"CUSTOM_PCI_8086_0A54": (1, 0, 1, 1.0)}, set()),
+    }
+
+
+def test_child_uuids_derive_from_root():
+    t = build(host())
+    assert t.data("cn_pci_0000_af_00_0").uuid == child_uuid(ROOT, "cn_pci_0000_af_00_0")
+
+
+def test_numa_tree_moves_cpu_memory_and_devices_under_cells():
+    s = shape(build(host(), replace(POLICY, model_numa=True)))
+    assert s["cn"][1] == {"DISK_GB": (500, 2, 500, 1.0)}
+    assert s["cn_NUMA0"] == (
+        "cn",
+        {"VCPU": (8, 1, 8, 4.0), "PCPU": (2, 0, 2, 1.0), "MEMORY_MB": (32768, 1024, 32768, 1.0)},
+        {"HW_NUMA_ROOT"},
+    )
+    assert s["cn_NUMA1"][1]["VCPU"] == (8, 0, 8, 4.0)  # reserved taken from cell 0 first
+    assert s["cn_pci_0000_3b_00_0"][0] == "cn_NUMA1"
+    assert s["cn_pci_0000_af_00_0"][0] == "cn_NUMA0"
+    assert s["cn_pci_0000_86_00_0"][0] == "cn"  # no NUMA node: stays under the root
+
+
+def test_reserved_spills_over_cells():
+    p = replace(POLICY, model_numa=True, reserved_host_cpus=10)
+    s = shape(build(host(), p))
+    assert s["cn_NUMA0"][1]["VCPU"][1] == 8
+    assert s["cn_NUMA1"][1]["VCPU"][1] == 2
+
+
+def test_toggling_numa_moves_providers_and_back():
+    t = build(host())
+    gpu_uuid = t.data("cn_pci_0000_af_00_0").uuid
+    build(host(), replace(POLICY, model_numa=True), t)
+    assert t.data("cn_pci_0000_af_00_0").uuid == gpu_uuid
+    assert t.data(t.data(gpu_uuid).parent_uuid).name == "cn_NUMA0"
+    build(host(), POLICY, t)
+    assert not t.exists("cn_NUMA0")
+    assert t.data(gpu_uuid).parent_uuid == ROOT
+    assert shape(t) == shape(build(host()))
+
+
+def test_shared_storage_reports_no_disk():
+    s = shape(build(host(shared_storage=True)))
+    assert "DISK_GB" not in s["cn"][1]
+
+
+def test_removed_hardware_removes_its_provider():
+    t = build(host())
+    build(host(gpus=(), sriov_pfs=()), POLICY, t)
+    assert set(shape(t)) == {"cn", "cn_pci_0000_86_00_0"}
+
+
+def test_gpu_without_enabled_type_or_capacity_is_left_out():
+    assert "cn_pci_0000_af_00_0" not in shape(build(host(), LayoutPolicy()))
+    empty = Gpu("0000:af:00.0", {"nvidia-35": MdevType("nvidia-35", "x", 0)})
+    assert "cn_pci_0000_af_00_0" not in shape(build(host(gpus=(empty,))))
+
+
+def test_gpu_without_mdevs_takes_first_enabled_type_it_supports():
+    gpu = Gpu(
+        "0000:af:00.0",
+        {"nvidia-36": MdevType("nvidia-36", "x", 2), "nvidia-35": MdevType("nvidia-35", "x", 8)},
+    )
+    s = shape(build(host(gpus=(gpu,))))
+    assert s["cn_pci_0000_af_00_0"][1:] == ({"VGPU": (8, 0, 8, 1.0)}, {"CUSTOM_NVIDIA_35"})
+
+
+def test_pf_without_vfs_is_left_out():
+    pf = SriovPF("0000:3b:00.0", total_vfs=8, vf_addresses=())
+    assert "cn_pci_0000_3b_00_0" not in shape(build(host(sriov_pfs=(pf,))))
+
+
+def test_pci_resource_class_override():
+    dev = PciDevice(
+        "0000:86:00.0", "10de", "1db4", resource_class="gpu-v100", traits=frozenset({"gold"})
+    )
+    s = shape(build(host(pci_devices=(dev,))))
+    assert s["cn_pci_0000_86_00_0"][1:] == ({"CUSTOM_GPU_V100": (1, 0, 1, 1.0)}, {"CUSTOM_GOLD"})
+
+
+def test_operator_traits_on_root_are_kept_and_managed_ones_replaced():
+    t = build(host())
+    t.add_traits("cn", "CUSTOM_GOLD", "HW_CPU_X86_SSE42")
+    build(host(), POLICY, t)
+    assert t.data("cn").traits == {"CUSTOM_GOLD", "HW_CPU_X86_AVX2", "COMPUTE_ARCH_X86_64"}
+
+
+def test_aggregates_are_never_touched():
+    t = build(host())
+    agg = str(uuid.uuid4())
+    t.update_aggregates("cn", [agg])
+    build(host(), POLICY, t)
+    assert t.data("cn").aggregates == {agg}
+
+
+def test_unset_ratio_keeps_placements_value_else_initial():
+    t = ProviderTree()
+    t.new_root("cn", ROOT)
+    t.update_inventory("cn", {"VCPU": {"total": 16, "allocation_ratio": 8.0}})
+    build(host(), POLICY, t)
+    assert t.data("cn").inventory["VCPU"].allocation_ratio == 8.0  # kept
+    assert t.data("cn").inventory["MEMORY_MB"].allocation_ratio == 1.0  # initial
+    fixed = replace(POLICY, cpu_allocation_ratio=2.0)
+    build(host(), fixed, t)
+    assert t.data("cn").inventory["VCPU"].allocation_ratio == 2.0  # configured wins
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "option"),
+    [
+        ("reserved_host_memory_mb", 70000, "reserved_host_memory_mb"),
+        ("reserved_host_cpus", 17, "reserved_host_cpus"),
+        ("reserved_host_disk_mb", 600 * 1024, "reserved_host_disk_mb"),
+    ],
+)
+def test_reserved_beyond_total_names_the_option(field, value, option):
+    with pytest.raises(ConfigError) as err:
+        build(host(), replace(POLICY, **{field: value}))
+    assert option in str(err.value)
+
+
+def test_physnet_trait():
+    assert physnet_trait("physnet1") == "CUSTOM_PHYSNET_PHYSNET1"
+    assert physnet_trait("prov.net-2") == "CUSTOM_PHYSNET_PROV_NET_2"
