@@ -14,9 +14,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-# The main job: what this host would report, on the big example host.
+# The main job: sync the big example host into the embedded placement, then show it.
 run: install
-	$(BIN)/compute-agent discover --config examples/compute-agent.conf \
+	$(BIN)/compute-agent sync --once --config examples/compute-agent.conf \
+	    --driver fake --fake-host examples/big-host.yaml
+	$(BIN)/compute-agent show --config examples/compute-agent.conf \
 	    --driver fake --fake-host examples/big-host.yaml
 
 test: install

@@ -106,7 +106,8 @@ COMPUTE_OPTS: list[cfg.Opt] = [
     cfg.StrOpt(
         "driver",
         help="The compute driver that discovers resources and instances: "
-        "'fake' (a host description file, for tests and labs).",
+        "'fake' (a host description file, for tests and labs). "
+        "'host' reports this machine's real hardware (sysfs, /proc, udev) with no instances.",
     ),
 ]
 
@@ -145,7 +146,7 @@ _CORE_GROUPS: list[tuple[str, list[cfg.Opt]]] = [
     ("fake", FAKE_OPTS),
 ]
 
-OPTION_MODULES: tuple[str, ...] = ()
+OPTION_MODULES: tuple[str, ...] = ("agent.placement.options", "drivers.host.options")
 """Modules whose ``list_opts()`` adds options (a driver owns its own options)."""
 
 

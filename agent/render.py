@@ -54,13 +54,31 @@ def _fmt_ratio(value: float) -> str:
     return f"{value:g}"
 
 
-def _provider_branch(tree: ProviderTree, uuid: str, branch: Tree) -> None:
+def provider_branch(
+    tree: ProviderTree,
+    uuid: str,
+    branch: Tree,
+    usages: dict[str, dict[str, int]] | None = None,
+) -> None:
+    """Add provider ``uuid`` and its subtree under ``branch``.
+
+    Args:
+        tree: the providers.
+        uuid: the provider to start from.
+        branch: where to attach it.
+        usages: ``{provider_uuid: {resource_class: used}}`` to show use
+            against capacity; None to leave usage out.
+    """
     p = tree.data(uuid)
-    node = branch.add(f"[bold]{p.name}[/bold] [dim]{p.uuid}[/dim]")
+    generation = f" [dim]generation {p.generation}[/dim]" if p.generation is not None else ""
+    node = branch.add(f"[bold]{p.name}[/bold] [dim]{p.uuid}[/dim]{generation}")
     for rc, inv in sorted(p.inventory.items()):
+        used = ""
+        if usages is not None:
+            used = f"used {usages.get(uuid, {}).get(rc, 0)} of "
         node.add(
-            f"[cyan]{rc}[/cyan] total {inv.total}  reserved {inv.reserved}  "
-            f"ratio {_fmt_ratio(inv.allocation_ratio)}  capacity {inv.capacity}  "
+            f"[cyan]{rc}[/cyan] {used}capacity {inv.capacity}  total {inv.total}  "
+            f"reserved {inv.reserved}  ratio {_fmt_ratio(inv.allocation_ratio)}  "
             f"units {inv.min_unit}..{inv.max_unit} step {inv.step_size}"
         )
     if p.traits:
@@ -68,7 +86,7 @@ def _provider_branch(tree: ProviderTree, uuid: str, branch: Tree) -> None:
     if p.aggregates:
         node.add("[magenta]aggregates[/magenta] " + ", ".join(sorted(p.aggregates)))
     for child in tree.children(uuid):
-        _provider_branch(tree, child, node)
+        provider_branch(tree, child, node, usages)
 
 
 def render_tree(reports: Sequence[NodeReport], console: Console) -> None:
@@ -76,7 +94,7 @@ def render_tree(reports: Sequence[NodeReport], console: Console) -> None:
     for r in reports:
         top = Tree(f"[bold underline]node {r.nodename}[/bold underline]")
         for root in r.tree.root_uuids:
-            _provider_branch(r.tree, root, top)
+            provider_branch(r.tree, root, top)
         console.print(top)
         allocs = Tree(f"[bold underline]allocations on {r.nodename}[/bold underline]")
         if not r.allocations:

@@ -22,6 +22,9 @@ LOG = logging.getLogger(__name__)
 COMPUTE_NODES_FILE = "compute_nodes.json"
 """``{nodename: root provider UUID}``."""
 
+PLACEMENT_SEEN_FILE = "placement_seen.json"
+"""``{nodename: [provider record, ...]}``: what Placement held after the last write."""
+
 
 def read_json(path: Path) -> Any | None:
     """The JSON document at ``path``, or None when it is missing or unreadable (logged)."""
@@ -92,3 +95,25 @@ class StateStore:
         doc = self.root_uuids()
         doc[nodename] = str(uuidlib.UUID(uuid))
         write_json(self.path / COMPUTE_NODES_FILE, doc)
+
+    def seen_providers(self, nodename: str) -> list[dict[str, Any]] | None:
+        """Provider records of ``nodename`` as Placement last held them, or None.
+
+        Records are shaped like ``GET /resource_providers`` items plus
+        ``inventories``, ``traits`` and ``aggregates``.
+        """
+        doc = read_json(self.path / PLACEMENT_SEEN_FILE)
+        if not isinstance(doc, dict) or not isinstance(doc.get(nodename), list):
+            return None
+        return doc[nodename]
+
+    def set_seen_providers(self, nodename: str, records: list[dict[str, Any]]) -> None:
+        """Record what Placement holds for ``nodename`` after a write.
+
+        Raises:
+            OSError: the state directory is not writable.
+        """
+        doc = read_json(self.path / PLACEMENT_SEEN_FILE)
+        doc = doc if isinstance(doc, dict) else {}
+        doc[nodename] = records
+        write_json(self.path / PLACEMENT_SEEN_FILE, doc)

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 DRIVERS: dict[str, str] = {
     "fake": "drivers.fake:FakeDriver",
+    "host": "drivers.host:HostDriver",
 }
 """Driver name (``[compute] driver``) -> ``module:Class``."""
 

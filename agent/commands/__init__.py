@@ -5,4 +5,10 @@ and ``run(args) -> int`` (its exit code). :data:`COMMAND_MODULES` lists them
 in the order ``--help`` shows.
 """
 
-COMMAND_MODULES: tuple[str, ...] = ("agent.commands.discover",)
+COMMAND_MODULES: tuple[str, ...] = (
+    "agent.commands.discover",
+    "agent.commands.sync",
+    "agent.commands.show",
+    "agent.commands.placement_serve",
+    "agent.commands.capture",
+)

@@ -36,6 +36,11 @@ def add_driver_args(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="host description for the fake driver (overrides [fake] host_file)",
     )
+    parser.add_argument(
+        "--sysfs-root",
+        metavar="DIR",
+        help="host driver: read sys/ and proc/ below DIR (overrides [host_driver] sysfs_root)",
+    )
 
 
 def overrides_from_args(args: argparse.Namespace) -> dict[str, dict[str, object]]:
@@ -45,6 +50,8 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, dict[str, object]
         overrides.setdefault("compute", {})["driver"] = args.driver
     if getattr(args, "fake_host", None):
         overrides.setdefault("fake", {})["host_file"] = args.fake_host
+    if getattr(args, "sysfs_root", None):
+        overrides.setdefault("host_driver", {})["sysfs_root"] = args.sysfs_root
     return overrides
 
 

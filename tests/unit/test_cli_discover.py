@@ -219,7 +219,7 @@ def test_tree_format(capsys, tmp_path):
     )
     out = capsys.readouterr().out
     assert code == 0
-    assert "big-host_NUMA1" in out and "SRIOV_NET_VF total 64" in out
+    assert "big-host_NUMA1" in out and "SRIOV_NET_VF capacity 64  total 64" in out
     assert "allocations on big-host" in out and "VGPU=1" in out
 
 

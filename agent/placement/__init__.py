@@ -1,0 +1,1 @@
+"""Talking to the Placement service: sessions, microversions, errors, retries."""

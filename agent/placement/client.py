@@ -1,0 +1,237 @@
+"""The HTTP client of Placement: one place that talks HTTP.
+
+- Sessions and endpoints come from keystoneauth1 (``[placement]`` options).
+- Microversion: the root document's ``max_version``, capped at
+  :data:`MAX_MICROVERSION`; a server below :data:`MIN_MICROVERSION` is
+  refused (consumer generations need 1.28, the 1.30 reshaper is what makes
+  shape changes safe).
+- Transport errors and 502/503/504 are retried with tenacity (exponential
+  backoff with jitter, bounded); 4xx never.
+- Every request is counted by method and path template (``/resource_providers/{uuid}``)
+  for benchmarks and metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import tenacity
+from keystoneauth1 import adapter as ks_adapter
+from keystoneauth1 import exceptions as ks_exc
+
+from agent.placement.errors import MicroversionTooLow, PlacementUnavailable, parse_error
+
+LOG = logging.getLogger(__name__)
+
+MIN_MICROVERSION = (1, 30)
+MAX_MICROVERSION = (1, 39)
+RETRY_STATUSES = frozenset({502, 503, 504})
+
+
+class _Retry(Exception):
+    """Raised inside the retry loop for an answer worth another try."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        self.status = status
+        super().__init__(f"HTTP {status}: {detail}")
+
+
+def _version(text: str) -> tuple[int, int]:
+    major, _, minor = text.partition(".")
+    return int(major), int(minor)
+
+
+class PlacementClient:
+    """Requests to one Placement service.
+
+    Args:
+        adapter: a keystoneauth1 Adapter for service type ``placement``
+            (``raise_exc=False``: errors are turned into typed ones here).
+        retries: retries after the first try of a request (transport errors,
+            502/503/504).
+        retry_max_wait: longest wait between two tries, seconds.
+        extra_headers: headers sent on every request (``X-Roles`` in noauth2 mode).
+    """
+
+    def __init__(
+        self,
+        adapter: ks_adapter.Adapter,
+        retries: int = 4,
+        retry_max_wait: float = 8.0,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.adapter = adapter
+        self.retries = retries
+        self.retry_max_wait = retry_max_wait
+        self.extra_headers = dict(extra_headers or {})
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self._count_lock = threading.Lock()
+        self._microversion: str | None = None
+
+    # -- microversion -----------------------------------------------------
+
+    @property
+    def microversion(self) -> str:
+        """The microversion in use, negotiated on first need.
+
+        Raises:
+            MicroversionTooLow: the server's maximum is below 1.30.
+            PlacementUnavailable: the root document could not be read.
+        """
+        if self._microversion is None:
+            self._microversion = self.negotiate()
+        return self._microversion
+
+    def negotiate(self) -> str:
+        """Read the root document and pick the highest version up to 1.39.
+
+        Raises:
+            MicroversionTooLow: naming the server's version and the one needed.
+            PlacementUnavailable: the root document could not be read.
+        """
+        doc = self._send("GET", "/", "/", None, None, microversion=None)
+        try:
+            server_max = _version(doc["versions"][0]["max_version"])
+        except (KeyError, IndexError, TypeError, ValueError):
+            raise PlacementUnavailable(
+                f"the Placement root document is not what Placement sends: {doc!r:.200}"
+            ) from None
+        if server_max < MIN_MICROVERSION:
+            raise MicroversionTooLow(
+                "Placement offers microversion {}.{} at most; compute-agent needs {}.{} "
+                "(Placement from the Stein release or later): upgrade Placement".format(
+                    *server_max, *MIN_MICROVERSION
+                )
+            )
+        chosen = min(server_max, MAX_MICROVERSION)
+        return f"{chosen[0]}.{chosen[1]}"
+
+    def at_least(self, major: int, minor: int) -> bool:
+        """True when the negotiated microversion is at least ``major.minor``."""
+        return _version(self.microversion) >= (major, minor)
+
+    # -- requests --------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        template: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        **path_args: str,
+    ) -> Any:
+        """Send one request and return the decoded JSON body (None for 204).
+
+        Args:
+            method: HTTP method.
+            template: the path with ``{name}`` placeholders, e.g.
+                ``/resource_providers/{uuid}/inventories``; requests are
+                counted by it.
+            json: request body.
+            params: query parameters.
+            **path_args: values of the placeholders.
+
+        Raises:
+            GenerationConflict, InventoryInUse, DuplicateName, Conflict,
+            NotFound, BadRequest, PlacementError: Placement's error answers.
+            PlacementUnavailable: no answer, or 502/503/504, after the retries.
+        """
+        path = template.format(**path_args) if path_args else template
+        return self._send(method, template, path, json, params, self.microversion)
+
+    def get(self, template: str, **kw: Any) -> Any:
+        """``request("GET", ...)``."""
+        return self.request("GET", template, **kw)
+
+    def put(self, template: str, **kw: Any) -> Any:
+        """``request("PUT", ...)``."""
+        return self.request("PUT", template, **kw)
+
+    def post(self, template: str, **kw: Any) -> Any:
+        """``request("POST", ...)``."""
+        return self.request("POST", template, **kw)
+
+    def delete(self, template: str, **kw: Any) -> Any:
+        """``request("DELETE", ...)``."""
+        return self.request("DELETE", template, **kw)
+
+    def total_requests(self) -> int:
+        """Requests sent so far (each retry counts)."""
+        with self._count_lock:
+            return sum(self.counts.values())
+
+    def _send(
+        self,
+        method: str,
+        template: str,
+        path: str,
+        json: Any,
+        params: Mapping[str, Any] | None,
+        microversion: str | None,
+    ) -> Any:
+        headers = dict(self.extra_headers)
+        if microversion:
+            headers["OpenStack-API-Version"] = f"placement {microversion}"
+
+        def once() -> Any:
+            with self._count_lock:
+                self.counts[(method, template)] += 1
+            try:
+                resp = self.adapter.request(
+                    path,
+                    method,
+                    json=json,
+                    params=dict(params) if params else None,
+                    headers=headers,
+                    raise_exc=False,
+                )
+            except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.RequestTimeout) as exc:
+                raise _Retry(0, type(exc).__name__) from exc
+            if resp.status_code in RETRY_STATUSES:
+                raise _Retry(resp.status_code, resp.text[:200])
+            return resp
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(_Retry),
+            stop=tenacity.stop_after_attempt(self.retries + 1),
+            wait=tenacity.wait_random_exponential(multiplier=0.25, max=self.retry_max_wait),
+            before_sleep=lambda state: LOG.warning(
+                "placement %s %s failed (%s); retrying", method, path, state.outcome.exception()
+            ),
+            reraise=True,
+        )
+        try:
+            resp = retrying(once)
+        except _Retry as exc:
+            raise PlacementUnavailable(
+                f"placement {method} {path}: no usable answer after {self.retries + 1} tries "
+                f"(last: {exc}); is Placement running and reachable at its endpoint?"
+            ) from None
+        except ks_exc.EndpointNotFound as exc:
+            raise PlacementUnavailable(
+                f"no Placement endpoint found in the service catalog ({exc}); check "
+                "[placement] region_name, valid_interfaces or endpoint_override"
+            ) from None
+        except ks_exc.ClientException as exc:
+            # keystone authentication failures and the like; never log the token
+            raise PlacementUnavailable(f"placement {method} {path}: {type(exc).__name__}") from None
+        if resp.status_code >= 400:
+            try:
+                body: Any = resp.json()
+            except ValueError:
+                body = resp.text
+            raise parse_error(resp.status_code, body, method, path)
+        if resp.status_code == 204 or not resp.content:
+            return None
+        try:
+            return resp.json()
+        except ValueError:
+            raise PlacementUnavailable(
+                f"placement {method} {path}: answered {resp.status_code} with a body that is "
+                "not JSON"
+            ) from None

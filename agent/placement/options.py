@@ -1,0 +1,71 @@
+"""``[placement]`` options: keystoneauth1's, exactly as nova.conf has them, plus ours.
+
+keystoneauth1's loading helpers register the session (cafile, insecure,
+timeout, ...), auth (auth_type, auth_url, username, ...) and adapter
+(valid_interfaces, region_name, endpoint_override, ...) options, so
+operators configure the agent the way they configure nova-compute.
+"""
+
+from __future__ import annotations
+
+from keystoneauth1 import loading as ks_loading
+from oslo_config import cfg
+
+GROUP = "placement"
+
+AGENT_OPTS: list[cfg.Opt] = [
+    cfg.BoolOpt(
+        "embedded",
+        help="Run Placement inside the agent on a SQLite file under state_path "
+        "(labs, single hosts, offline work). Unset: embedded when no auth_type is set.",
+    ),
+    cfg.IntOpt(
+        "request_retries",
+        default=4,
+        min=0,
+        help="Retries of a request that failed in transport or got 502/503/504, with "
+        "exponential backoff and jitter. 4xx answers are never retried.",
+    ),
+    cfg.FloatOpt(
+        "retry_max_wait",
+        default=8.0,
+        min=0.0,
+        help="Longest wait in seconds between two retries of one request.",
+    ),
+    cfg.ListOpt(
+        "noauth_roles",
+        default=[],
+        help="Roles sent as X-Roles to a Placement running with auth_strategy = noauth2 "
+        "(labs, tests). POST /reshaper needs 'service'. Keystone-backed Placement "
+        "ignores the header (keystonemiddleware replaces it).",
+    ),
+]
+
+
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    """Every ``[placement]`` option registered up front.
+
+    The auth plugin's own options (``auth_url``, ``username``, ``token`` ...)
+    are not listed: keystoneauth registers those of the chosen ``auth_type``
+    when it loads the plugin, and some are required only for that plugin.
+    """
+    opts: list[cfg.Opt] = []
+    opts += ks_loading.get_session_conf_options()
+    opts += ks_loading.get_auth_common_conf_options()
+    opts += ks_loading.get_adapter_conf_options(include_deprecated=False)
+    opts += AGENT_OPTS
+    seen: set[str] = set()
+    unique = []
+    for opt in opts:
+        if opt.dest not in seen:
+            seen.add(opt.dest)
+            unique.append(opt)
+    return [(GROUP, unique)]
+
+
+def is_embedded(conf: cfg.ConfigOpts) -> bool:
+    """True when the agent should run Placement in-process (see ``[placement] embedded``)."""
+    embedded = conf.placement.embedded
+    if embedded is None:
+        return not conf.placement.auth_type
+    return bool(embedded)

@@ -1,0 +1,621 @@
+"""Keep Placement in step with a ProviderTree, writing only what changed.
+
+The report client keeps, per compute node, a mirror of what Placement holds
+(a :class:`ProviderTree` with Placement's generations) in memory and in the
+state directory. A cycle is:
+
+1. :meth:`ReportClient.get_provider_tree_and_ensure_root`: one
+   ``GET /resource_providers?in_tree=ROOT``; providers whose generation
+   moved (or that are new to the mirror) are re-read, nothing else.
+2. The driver edits a copy of the mirror.
+3. :meth:`ReportClient.update_from_provider_tree`: the copy is compared with
+   the mirror and only the differences are written. With allocations, the
+   inventories and allocations go in one ``POST /reshaper``.
+
+So a cycle in which nothing changed costs one request, and a restarted agent
+whose host did not change costs the root document plus that one read.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.exceptions import AgentError, ReshapeFailed
+from agent.names import is_custom
+from agent.placement.client import PlacementClient
+from agent.placement.errors import (
+    DuplicateName,
+    GenerationConflict,
+    InventoryInUse,
+    NotFound,
+    PlacementError,
+)
+from agent.provider_tree import ProviderTree, default_root_uuid
+from agent.state import StateStore
+from agent.tree_diff import diff_trees
+
+LOG = logging.getLogger(__name__)
+
+CONSUMER_TYPE = "INSTANCE"
+
+
+class RootConflict(AgentError):
+    """The compute node's name is held in Placement by another UUID than the one recorded."""
+
+
+@dataclass(slots=True)
+class SyncResult:
+    """What one :meth:`ReportClient.update_from_provider_tree` did.
+
+    Attributes:
+        created: providers created.
+        removed: providers deleted.
+        inventories: providers whose inventory was written.
+        traits: providers whose traits were written.
+        aggregates: providers whose aggregates were written.
+        reshaped: True when a ``POST /reshaper`` was sent.
+        errors: one line per write that failed and was skipped.
+    """
+
+    created: int = 0
+    removed: int = 0
+    inventories: int = 0
+    traits: int = 0
+    aggregates: int = 0
+    reshaped: bool = False
+    errors: list[str] = field(default_factory=list)
+
+
+def _record(tree: ProviderTree, uuid: str) -> dict[str, Any]:
+    p = tree.data(uuid)
+    return {
+        "uuid": p.uuid,
+        "name": p.name,
+        "generation": p.generation,
+        "parent_provider_uuid": p.parent_uuid,
+        "inventories": {rc: inv.to_placement() for rc, inv in p.inventory.items()},
+        "traits": sorted(p.traits),
+        "aggregates": sorted(p.aggregates),
+    }
+
+
+def merge_sets(base: frozenset[str], desired: frozenset[str], fresh: frozenset[str]) -> set[str]:
+    """Three-way merge: our change (``base`` -> ``desired``) applied to ``fresh``.
+
+    Keeps what another writer added or removed meanwhile, so a generation
+    conflict does not undo someone else's trait or aggregate.
+    """
+    return (set(fresh) | (desired - base)) - (base - desired)
+
+
+class ReportClient:
+    """Reads and writes one host's providers and allocations in Placement.
+
+    Args:
+        client: the HTTP client.
+        state: the state directory (compute node UUIDs, last state seen).
+        conflict_retries: retries of a write after a generation conflict.
+        sleep: how to wait between conflict retries (tests pass a no-op).
+    """
+
+    def __init__(
+        self,
+        client: PlacementClient,
+        state: StateStore,
+        conflict_retries: int = 3,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.client = client
+        self.state = state
+        self.conflict_retries = conflict_retries
+        self._sleep = sleep
+        self._seen: dict[str, ProviderTree] = {}
+        self._known_custom: set[str] = set()
+
+    # -- reading ------------------------------------------------------------
+
+    def _mirror_from_state(self, nodename: str) -> ProviderTree:
+        mirror = ProviderTree()
+        records = self.state.seen_providers(nodename)
+        if records:
+            try:
+                mirror.populate_from_iterable(records)
+            except (AgentError, KeyError, TypeError, ValueError) as exc:
+                LOG.warning(
+                    "state of %s in %s is unusable (%s); reading it from Placement",
+                    nodename,
+                    self.state.path,
+                    exc,
+                )
+                mirror = ProviderTree()
+        return mirror
+
+    def _save_mirror(self, nodename: str) -> None:
+        mirror = self._seen[nodename]
+        self.state.set_seen_providers(
+            nodename, [_record(mirror, u) for u in mirror.get_provider_uuids()]
+        )
+
+    def ensure_root(self, nodename: str) -> str:
+        """The compute node's UUID, creating the provider when Placement has none.
+
+        The UUID recorded in the state directory is used if Placement has it;
+        otherwise the provider is found by name (and recorded), else created
+        with the recorded UUID or :func:`default_root_uuid`.
+
+        Raises:
+            RootConflict: Placement has this name under another UUID than the
+                recorded one, or the UUID under another name.
+            PlacementError, PlacementUnavailable: as the client raises.
+        """
+        self._read_tree(nodename)
+        return self._seen[nodename].data(nodename).uuid
+
+    def get_provider_tree_and_ensure_root(self, nodename: str) -> ProviderTree:
+        """A copy of what Placement holds for ``nodename``'s tree, root ensured.
+
+        Returns:
+            A :class:`ProviderTree` the caller may edit (generations are
+            Placement's); pass it to :meth:`update_from_provider_tree`.
+
+        Raises:
+            RootConflict, PlacementError, PlacementUnavailable.
+        """
+        self._read_tree(nodename)
+        return self._seen[nodename].copy()
+
+    def read_tree(self, nodename: str) -> ProviderTree | None:
+        """A copy of what Placement holds for ``nodename``, or None when it has nothing.
+
+        Unlike :meth:`get_provider_tree_and_ensure_root`, never creates the root.
+        """
+        if not self._read_tree(nodename, create=False):
+            return None
+        return self._seen[nodename].copy()
+
+    def _read_tree(self, nodename: str, create: bool = True) -> bool:
+        mirror = self._seen.get(nodename)
+        if mirror is None:
+            mirror = self._mirror_from_state(nodename)
+        stored = self.state.root_uuid(nodename)
+        listing: list[dict[str, Any]] = []
+        if stored:
+            listing = self.client.get("/resource_providers", params={"in_tree": stored})[
+                "resource_providers"
+            ]
+        if not listing:
+            listing = self._find_or_create_root(nodename, stored, create)
+            if not listing:
+                return False
+        root_uuid = next(r["uuid"] for r in listing if r["parent_provider_uuid"] is None)
+        if root_uuid != stored:
+            self.state.set_root_uuid(nodename, root_uuid)
+        fresh = ProviderTree()
+        stale = []
+        fresh.populate_from_iterable(
+            {k: r[k] for k in ("uuid", "name", "generation", "parent_provider_uuid")}
+            for r in listing
+        )
+        for rec in listing:
+            uuid = rec["uuid"]
+            if mirror.exists(uuid) and mirror.data(uuid).generation == rec["generation"]:
+                old = mirror.data(uuid)
+                fresh.update_inventory(uuid, old.inventory)
+                fresh.update_traits(uuid, old.traits)
+                fresh.update_aggregates(uuid, old.aggregates)
+            else:
+                stale.append(uuid)
+        for uuid in stale:
+            self._read_provider_details(fresh, uuid)
+        self._seen[nodename] = fresh
+        self._remember_custom(fresh)
+        if stale or fresh.get_provider_uuids() != mirror.get_provider_uuids():
+            self._save_mirror(nodename)
+        return True
+
+    def _find_or_create_root(
+        self, nodename: str, stored: str | None, create: bool = True
+    ) -> list[dict[str, Any]]:
+        found = self.client.get("/resource_providers", params={"name": nodename})[
+            "resource_providers"
+        ]
+        if found:
+            held = found[0]["uuid"]
+            if stored and held != stored:
+                raise RootConflict(
+                    f"compute node {nodename!r}: Placement has resource provider {held} with "
+                    f"this name, but {self.state.path}/compute_nodes.json records {stored}. If "
+                    f"{held} is this host's compute node, remove {nodename!r} from that file and "
+                    "the agent adopts it; if another host already uses this name, give this "
+                    "host a unique [DEFAULT] host"
+                )
+            LOG.info("found compute node %s in Placement by name: %s", nodename, held)
+            return self.client.get("/resource_providers", params={"in_tree": held})[
+                "resource_providers"
+            ]
+        if not create:
+            return []
+        uuid = stored or default_root_uuid(nodename)
+        try:
+            created = self.client.post("/resource_providers", json={"name": nodename, "uuid": uuid})
+        except DuplicateName as exc:
+            raise RootConflict(
+                f"compute node {nodename!r} could not be created with UUID {uuid}: {exc.detail} "
+                "If a provider with this UUID is another host's, give this host a unique "
+                "[DEFAULT] host or remove its entry from compute_nodes.json"
+            ) from None
+        LOG.info("created compute node %s as resource provider %s", nodename, uuid)
+        return [created]
+
+    def _read_provider_details(self, tree: ProviderTree, uuid: str) -> None:
+        inv = self.client.get("/resource_providers/{uuid}/inventories", uuid=uuid)
+        traits = self.client.get("/resource_providers/{uuid}/traits", uuid=uuid)
+        aggs = self.client.get("/resource_providers/{uuid}/aggregates", uuid=uuid)
+        tree.update_inventory(uuid, inv["inventories"])
+        tree.update_traits(uuid, traits["traits"])
+        tree.update_aggregates(uuid, aggs["aggregates"])
+        # the last read's generation is the newest of the three
+        tree.update_generation(uuid, aggs["resource_provider_generation"])
+
+    def _refresh_provider(self, mirror: ProviderTree, uuid: str) -> None:
+        self._read_provider_details(mirror, uuid)
+
+    def _remember_custom(self, tree: ProviderTree) -> None:
+        # Names Placement already holds need no PUT /resource_classes or /traits.
+        for p in tree.all_data():
+            self._known_custom.update(n for n in (*p.inventory, *p.traits) if is_custom(n))
+
+    # -- writing --------------------------------------------------------------
+
+    def _ensure_custom_names(self, tree: ProviderTree) -> None:
+        for p in tree.all_data():
+            for rc in p.inventory:
+                if is_custom(rc) and rc not in self._known_custom:
+                    self.client.put("/resource_classes/{name}", name=rc)
+                    self._known_custom.add(rc)
+            for trait in p.traits:
+                if is_custom(trait) and trait not in self._known_custom:
+                    self.client.put("/traits/{name}", name=trait)
+                    self._known_custom.add(trait)
+
+    def _retrying(self, mirror: ProviderTree, uuid: str, write: Callable[[], bool]) -> None:
+        """Run ``write`` until it succeeds; on a generation conflict re-read and try again.
+
+        ``write`` returns False when, after a re-read, nothing is left to write.
+        """
+        for attempt in range(self.conflict_retries + 1):
+            try:
+                write()
+                return
+            except GenerationConflict:
+                if attempt == self.conflict_retries:
+                    raise
+                LOG.info("generation conflict on provider %s; re-reading and retrying", uuid)
+                self._sleep(random.uniform(0, 0.1 * 2**attempt))
+                self._refresh_provider(mirror, uuid)
+
+    def update_from_provider_tree(
+        self, new_tree: ProviderTree, allocations: dict[str, dict[str, Any]] | None = None
+    ) -> SyncResult:
+        """Write to Placement what differs between ``new_tree`` and what it holds.
+
+        Args:
+            new_tree: a tree from :meth:`get_provider_tree_and_ensure_root`,
+                edited by the driver (one or more compute nodes).
+            allocations: None normally. For a reshape: ``{consumer_uuid:
+                GET /allocations/{uuid} body}``, the complete final allocations
+                of each consumer listed; inventories and allocations are then
+                written in one atomic ``POST /reshaper``.
+
+        Returns:
+            A :class:`SyncResult`. Writes that Placement refuses for one
+            provider (e.g. inventory in use) are logged and listed in
+            ``errors``; the rest of the tree is still written.
+
+        Raises:
+            ReshapeFailed: allocations were given and ``POST /reshaper`` failed.
+            PlacementUnavailable: Placement could not be reached; what was
+                written stays written, and the next cycle carries on from it.
+        """
+        result = SyncResult()
+        for root_uuid in new_tree.root_uuids:
+            nodename = new_tree.data(root_uuid).name
+            if nodename not in self._seen:
+                self._read_tree(nodename)
+            try:
+                self._flush_node(nodename, new_tree, root_uuid, allocations, result)
+            finally:
+                self._save_mirror(nodename)
+        return result
+
+    def _flush_node(
+        self,
+        nodename: str,
+        new_tree: ProviderTree,
+        root_uuid: str,
+        allocations: dict[str, dict[str, Any]] | None,
+        result: SyncResult,
+    ) -> None:
+        mirror = self._seen[nodename]
+        wanted = set(new_tree.get_provider_uuids(root_uuid))
+        diff = diff_trees(mirror, new_tree)
+        if not diff and allocations is None:
+            return
+        # What the driver's tree was derived from: the base of the three-way
+        # merges, taken before a conflict's re-read moves the mirror on.
+        base_tree = mirror.copy()
+        self._ensure_custom_names(new_tree)
+        for uuid in diff.created:
+            p = new_tree.data(uuid)
+            created = self.client.post(
+                "/resource_providers",
+                json={"name": p.name, "uuid": p.uuid, "parent_provider_uuid": p.parent_uuid},
+            )
+            mirror.populate_from_iterable([{**created, "parent_provider_uuid": p.parent_uuid}])
+            result.created += 1
+        for uuid in dict.fromkeys(diff.reparented + diff.renamed):
+            p = new_tree.data(uuid)
+            body = {"name": p.name, "parent_provider_uuid": p.parent_uuid}
+            updated = self.client.put("/resource_providers/{uuid}", uuid=uuid, json=body)
+            self._move_in_mirror(mirror, uuid, p.name, p.parent_uuid, updated["generation"])
+        if allocations is not None:
+            self._reshape(nodename, mirror, new_tree, wanted, allocations)
+            result.reshaped = True
+        else:
+            for uuid in diff.inventory:
+                self._write_inventory(mirror, new_tree, uuid, result)
+        for kind in ("traits", "aggregates"):
+            for uuid in getattr(diff, kind):
+                base = (
+                    getattr(base_tree.data(uuid), kind) if base_tree.exists(uuid) else frozenset()
+                )
+                self._write_set(mirror, new_tree, uuid, kind, base, result)
+        for uuid in diff.removed:
+            self._delete_provider(mirror, uuid, result)
+
+    def _move_in_mirror(
+        self, mirror: ProviderTree, uuid: str, name: str, parent: str | None, generation: int
+    ) -> None:
+        # A ProviderTree cannot re-parent in place: rebuild the subtree under the new parent.
+        records = [_record(mirror, u) for u in mirror.get_provider_uuids(uuid)]
+        mirror.remove(uuid)
+        records[0].update(name=name, parent_provider_uuid=parent, generation=generation)
+        mirror.populate_from_iterable(records)
+
+    def _write_inventory(
+        self, mirror: ProviderTree, new_tree: ProviderTree, uuid: str, result: SyncResult
+    ) -> None:
+        wanted = dict(new_tree.data(uuid).inventory)
+        body_inv = {rc: inv.to_placement() for rc, inv in wanted.items()}
+
+        def write() -> bool:
+            if not mirror.has_inventory_changed(uuid, wanted):
+                return False
+            resp = self.client.put(
+                "/resource_providers/{uuid}/inventories",
+                uuid=uuid,
+                json={
+                    "inventories": body_inv,
+                    "resource_provider_generation": mirror.data(uuid).generation,
+                },
+            )
+            mirror.update_inventory(uuid, wanted, generation=resp["resource_provider_generation"])
+            return True
+
+        try:
+            self._retrying(mirror, uuid, write)
+            result.inventories += 1
+        except InventoryInUse as exc:
+            held = mirror.data(uuid)
+            gone = sorted(set(held.inventory) - set(wanted))
+            line = (
+                f"provider {held.name} ({uuid}): inventory of {', '.join(gone) or 'some class'} "
+                f"cannot be removed while allocations use it (held: "
+                f"{ {rc: held.inventory[rc].total for rc in gone} }); it stays until they are "
+                f"gone. Placement said: {exc.detail}"
+            )
+            LOG.error(line)
+            result.errors.append(line)
+
+    def _write_set(
+        self,
+        mirror: ProviderTree,
+        new_tree: ProviderTree,
+        uuid: str,
+        kind: str,
+        base: frozenset[str],
+        result: SyncResult,
+    ) -> None:
+        desired = frozenset(getattr(new_tree.data(uuid), kind))
+
+        def write() -> bool:
+            nonlocal base
+            fresh = frozenset(getattr(mirror.data(uuid), kind))
+            target = merge_sets(base, desired, fresh)
+            base = fresh
+            if target == set(fresh):
+                return False
+            resp = self.client.put(
+                "/resource_providers/{uuid}/" + kind,
+                uuid=uuid,
+                json={
+                    kind: sorted(target),
+                    "resource_provider_generation": mirror.data(uuid).generation,
+                },
+            )
+            update = mirror.update_traits if kind == "traits" else mirror.update_aggregates
+            update(uuid, resp[kind], generation=resp["resource_provider_generation"])
+            return True
+
+        try:
+            self._retrying(mirror, uuid, write)
+            setattr(result, kind, getattr(result, kind) + 1)
+        except PlacementError as exc:
+            if isinstance(exc, GenerationConflict):
+                raise
+            line = f"provider {mirror.data(uuid).name} ({uuid}): {kind} not written: {exc}"
+            LOG.error(line)
+            result.errors.append(line)
+
+    def _delete_provider(self, mirror: ProviderTree, uuid: str, result: SyncResult) -> None:
+        name = mirror.data(uuid).name
+        try:
+            self.client.delete("/resource_providers/{uuid}", uuid=uuid)
+        except NotFound:
+            pass
+        except PlacementError as exc:
+            line = f"provider {name} ({uuid}) not deleted: {exc.detail or exc}"
+            LOG.error(line)
+            result.errors.append(line)
+            return
+        mirror.remove(uuid)
+        result.removed += 1
+
+    def _reshape(
+        self,
+        nodename: str,
+        mirror: ProviderTree,
+        new_tree: ProviderTree,
+        wanted: set[str],
+        allocations: dict[str, dict[str, Any]],
+    ) -> None:
+        body = {
+            "inventories": {
+                uuid: {
+                    "inventories": {
+                        rc: inv.to_placement() for rc, inv in new_tree.data(uuid).inventory.items()
+                    },
+                    "resource_provider_generation": mirror.data(uuid).generation,
+                }
+                for uuid in new_tree.get_provider_uuids()
+                if uuid in wanted and mirror.exists(uuid)
+            },
+            "allocations": {
+                consumer: reshaper_allocation(rec) for consumer, rec in allocations.items()
+            },
+        }
+        try:
+            self.client.post("/reshaper", json=body)
+        except PlacementError as exc:
+            raise ReshapeFailed(
+                f"POST /reshaper for compute node {nodename} failed: {exc}. Placement is "
+                "unchanged; the agent stops so the failure is seen (see docs/placement.md)"
+            ) from exc
+        # The reshaper answers 204 without generations: read them once.
+        listing = self.client.get(
+            "/resource_providers", params={"in_tree": mirror.data(nodename).uuid}
+        )["resource_providers"]
+        for rec in listing:
+            if mirror.exists(rec["uuid"]):
+                uuid = rec["uuid"]
+                if uuid in body["inventories"]:
+                    mirror.update_inventory(uuid, new_tree.data(uuid).inventory)
+                mirror.update_generation(uuid, rec["generation"])
+
+    # -- allocations --------------------------------------------------------------
+
+    def get_allocations_for_provider_tree(self, nodename: str) -> dict[str, dict[str, Any]]:
+        """Every allocation of every consumer that uses a provider of ``nodename``'s tree.
+
+        The algorithm of reshape-provider-tree.txt: ``GET
+        /resource_providers/{uuid}/allocations`` for each local provider, then
+        ``GET /allocations/{consumer}`` for each consumer found (so
+        allocations on sharing providers come along). A consumer whose
+        allocations are all on sharing providers is not found (the spec's
+        stated limitation).
+
+        Returns:
+            ``{consumer_uuid: GET /allocations/{consumer_uuid} body}``.
+        """
+        if nodename not in self._seen:
+            self._read_tree(nodename)
+        consumers: dict[str, None] = {}
+        for uuid in self._seen[nodename].get_provider_uuids():
+            body = self.client.get("/resource_providers/{uuid}/allocations", uuid=uuid)
+            consumers.update(dict.fromkeys(body["allocations"]))
+        return {c: self.client.get("/allocations/{consumer}", consumer=c) for c in consumers}
+
+    def put_allocations(
+        self,
+        consumer: str,
+        allocations: dict[str, dict[str, int]],
+        project_id: str,
+        user_id: str,
+        consumer_type: str = CONSUMER_TYPE,
+    ) -> None:
+        """Replace a consumer's allocations, honouring its consumer generation.
+
+        Args:
+            consumer: the consumer UUID.
+            allocations: ``{provider_uuid: {resource_class: amount}}``; empty
+                removes every allocation of the consumer.
+            project_id: owning project.
+            user_id: owning user.
+            consumer_type: e.g. ``INSTANCE`` (microversion 1.38).
+
+        Raises:
+            GenerationConflict: still conflicting after the retries.
+            Conflict: the allocation does not fit ("Unable to allocate inventory").
+        """
+        for attempt in range(self.conflict_retries + 1):
+            current = self.client.get("/allocations/{consumer}", consumer=consumer)
+            body = {
+                "allocations": {rp: {"resources": r} for rp, r in allocations.items()},
+                "project_id": project_id,
+                "user_id": user_id,
+                "consumer_generation": current.get("consumer_generation"),
+                "consumer_type": consumer_type,
+            }
+            try:
+                self.client.put("/allocations/{consumer}", consumer=consumer, json=body)
+                return
+            except GenerationConflict:
+                if attempt == self.conflict_retries:
+                    raise
+                self._sleep(random.uniform(0, 0.1 * 2**attempt))
+
+    def delete_allocations(self, consumer: str) -> bool:
+        """Remove every allocation of ``consumer``; a consumer Placement does not know is fine.
+
+        Uses ``PUT`` with empty allocations and the consumer generation (safe
+        against a concurrent writer), not the generation-less ``DELETE``.
+
+        Returns:
+            True when allocations were removed, False when there were none.
+        """
+        current = self.client.get("/allocations/{consumer}", consumer=consumer)
+        if not current.get("allocations"):
+            return False
+        try:
+            self.put_allocations(
+                consumer,
+                {},
+                current["project_id"],
+                current["user_id"],
+                current.get("consumer_type") or CONSUMER_TYPE,
+            )
+        except NotFound:
+            return False
+        return True
+
+
+def reshaper_allocation(record: dict[str, Any]) -> dict[str, Any]:
+    """One consumer's ``GET /allocations`` body as ``POST /reshaper`` wants it.
+
+    Drops the per-provider ``generation`` the GET carries and fills
+    ``consumer_type`` (required from 1.38) when the record has none.
+    """
+    return {
+        "allocations": {
+            rp: {"resources": dict(a["resources"])} for rp, a in record["allocations"].items()
+        },
+        "project_id": record["project_id"],
+        "user_id": record["user_id"],
+        "consumer_generation": record.get("consumer_generation"),
+        "consumer_type": record.get("consumer_type") or CONSUMER_TYPE,
+    }

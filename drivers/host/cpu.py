@@ -1,0 +1,263 @@
+"""CPUs: which are online, their topology, the VCPU/PCPU split, CPU feature traits.
+
+Sources: ``/sys/devices/system/cpu/online`` and ``cpu*/topology/``
+(kernel Documentation/admin-guide/cputopology.rst), the first ``flags`` and
+``vendor_id`` lines of ``/proc/cpuinfo``, and nova's rules for
+``[compute] cpu_dedicated_set`` / ``cpu_shared_set`` (nova.conf reference):
+
+* neither set: every online CPU is a shared CPU (VCPU);
+* ``cpu_shared_set``: those CPUs are VCPU;
+* ``cpu_dedicated_set``: those CPUs are PCPU, and without
+  ``cpu_shared_set`` there is no VCPU at all;
+* the two must not overlap and must name online CPUs only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import os_traits
+
+from agent.exceptions import ConfigError
+from drivers.host.cpuset import format_cpu_set, parse_cpulist
+from drivers.host.sysfs import Root, SysfsError, SysfsReader, as_reader
+
+CPU_DIR = "sys/devices/system/cpu"
+CPUINFO = "proc/cpuinfo"
+_CPU_RE = re.compile(r"cpu\d+")
+
+_X86_PREFIX = "HW_CPU_X86_"
+_X86_TRAITS = frozenset(os_traits.get_traits(_X86_PREFIX))
+
+# Kernel flag names (arch/x86/include/asm/cpufeatures.h) that differ from the
+# os-traits suffix naming the same feature. Everything else maps by name:
+# upper-cased, with or without underscores, or with the vendor prefix os-traits
+# uses for vendor-specific features (INTEL_PCID, AMD_SEV ...).
+_FLAG_ALIASES = {
+    "pni": "SSE3",
+    "pclmulqdq": "CLMUL",
+    "fma": "FMA3",
+    "aes": "AESNI",
+    "sha_ni": "SHA",
+    "bmi1": "BMI",
+    "rtm": "TSX",
+    "vaes": "AVX512VAES",
+    "gfni": "AVX512GFNI",
+    "vpclmulqdq": "AVX512VPCLMULQDQ",
+}
+_VENDOR_PREFIX = {"GenuineIntel": "INTEL_", "AuthenticAMD": "AMD_"}
+
+
+@dataclass(frozen=True, slots=True)
+class CpuTopology:
+    """Online CPUs and how they sit in sockets and cores.
+
+    Attributes:
+        online: online CPU numbers whose topology could be read.
+        sockets: distinct ``physical_package_id`` values.
+        cores: distinct (package, ``core_id``) pairs.
+        threads_per_core: the most online CPUs sharing one core.
+    """
+
+    online: frozenset[int]
+    sockets: int
+    cores: int
+    threads_per_core: int
+
+
+@dataclass(frozen=True, slots=True)
+class CpuInfo:
+    """What the host offers in CPUs.
+
+    Attributes:
+        topology: :class:`CpuTopology`.
+        vcpu_ids: CPUs offered as shared (VCPU), before ``reserved_host_cpus``.
+        pcpu_ids: CPUs offered as dedicated (PCPU).
+        vendor: ``vendor_id`` of /proc/cpuinfo (``GenuineIntel``), or "".
+        traits: os-traits CPU traits (``HW_CPU_X86_*``, ``HW_CPU_HYPERTHREADING``).
+    """
+
+    topology: CpuTopology
+    vcpu_ids: frozenset[int]
+    pcpu_ids: frozenset[int]
+    vendor: str
+    traits: frozenset[str]
+
+
+def cpu_flag_traits(flags: Iterable[str], vendor: str = "") -> frozenset[str]:
+    """The ``HW_CPU_X86_*`` traits for kernel CPU flags.
+
+    Args:
+        flags: flag names as in /proc/cpuinfo (``avx2``, ``sse4_2``, ``pni``).
+        vendor: ``vendor_id`` (selects ``INTEL_`` / ``AMD_`` prefixed traits).
+
+    Returns:
+        Only names os-traits defines; unknown flags are ignored.
+    """
+    prefix = _VENDOR_PREFIX.get(vendor, "")
+    out = set()
+    for flag in flags:
+        base = _FLAG_ALIASES.get(flag, flag.upper())
+        for candidate in (base, base.replace("_", ""), prefix + base if prefix else ""):
+            if candidate and _X86_PREFIX + candidate in _X86_TRAITS:
+                out.add(_X86_PREFIX + candidate)
+                break
+    return frozenset(out)
+
+
+def read_cpuinfo(root: Root) -> tuple[str, tuple[str, ...]]:
+    """``(vendor_id, flags)`` of the first CPU in /proc/cpuinfo; ("", ()) off x86.
+
+    Raises:
+        SysfsError: /proc/cpuinfo is missing or unreadable.
+    """
+    reader = as_reader(root)
+    vendor, flags = "", ()
+    for line in reader.raw(CPUINFO).splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "vendor_id" and not vendor:
+            vendor = value.strip()
+        elif key == "flags":
+            flags = tuple(value.split())
+            break
+    return vendor, flags
+
+
+def cpuinfo_essentials(text: str) -> str:
+    """The lines of /proc/cpuinfo that discovery reads (first vendor_id and flags).
+
+    ``capture`` stores only these: the rest (model, microcode, bugs, per-CPU
+    MHz) is not used and need not leave the host.
+    """
+    kept: list[str] = []
+    seen: set[str] = set()
+    for line in text.splitlines():
+        key = line.partition(":")[0].strip()
+        if key in ("processor", "vendor_id", "flags") and key not in seen:
+            seen.add(key)
+            kept.append(line)
+        if key == "flags":
+            break
+    return "\n".join(kept) + "\n"
+
+
+def read_topology(root: Root) -> CpuTopology:
+    """Online CPUs and their sockets/cores/threads.
+
+    A CPU whose topology files are missing or garbled is warned about and left
+    out (not offered). When ``online`` itself cannot be read, the ``cpu*``
+    directories are listed instead.
+
+    Raises:
+        SysfsError: neither ``online`` nor any ``cpu*`` directory can be read.
+    """
+    reader = as_reader(root)
+    try:
+        online = reader.parse(f"{CPU_DIR}/online", parse_cpulist)
+        assert online is not None
+    except SysfsError as exc:
+        reader.warn(f"{exc.path}: {exc.reason}; listing {reader.path(CPU_DIR)}/cpu* instead")
+        names = reader.listdir(CPU_DIR, _CPU_RE)
+        if not names:
+            raise SysfsError(reader.path(CPU_DIR), "no CPU directories") from None
+        online = frozenset(int(n[3:]) for n in names)
+    return _topology(reader, online)
+
+
+def _topology(reader: SysfsReader, online: frozenset[int]) -> CpuTopology:
+    kept: set[int] = set()
+    cores: dict[tuple[int, int], int] = {}
+    for cpu in sorted(online):
+        base = f"{CPU_DIR}/cpu{cpu}/topology"
+        try:
+            package = reader.integer(f"{base}/physical_package_id")
+            core = reader.integer(f"{base}/core_id")
+        except SysfsError as exc:
+            reader.skip(exc, f"CPU {cpu}")
+            continue
+        kept.add(cpu)
+        cores[(package, core)] = cores.get((package, core), 0) + 1
+    return CpuTopology(
+        online=frozenset(kept),
+        sockets=len({p for p, _ in cores}),
+        cores=len(cores),
+        threads_per_core=max(cores.values(), default=0),
+    )
+
+
+def split_cpus(
+    online: frozenset[int],
+    dedicated: frozenset[int] | None,
+    shared: frozenset[int] | None,
+) -> tuple[frozenset[int], frozenset[int]]:
+    """``(vcpu_ids, pcpu_ids)`` by nova's rules (module docstring).
+
+    Args:
+        online: the host's online CPUs.
+        dedicated: ``[compute] cpu_dedicated_set`` parsed, or None when unset.
+        shared: ``[compute] cpu_shared_set`` parsed, or None when unset.
+
+    Raises:
+        ConfigError: the sets overlap, or one names CPUs that are not online.
+    """
+    for option, cpus in (("cpu_dedicated_set", dedicated), ("cpu_shared_set", shared)):
+        if cpus is not None and not cpus <= online:
+            raise ConfigError(
+                f"[compute] {option} names CPUs {format_cpu_set(cpus - online)} that are not "
+                f"online on this host (online: {format_cpu_set(online) or 'none'})"
+            )
+    check_cpu_sets(dedicated, shared)
+    if dedicated is None and shared is None:
+        return online, frozenset()
+    return shared or frozenset(), dedicated or frozenset()
+
+
+def check_cpu_sets(dedicated: frozenset[int] | None, shared: frozenset[int] | None) -> None:
+    """Refuse overlapping ``cpu_dedicated_set`` and ``cpu_shared_set`` (nova's rule).
+
+    Raises:
+        ConfigError: naming the CPUs in both.
+    """
+    if dedicated and shared and dedicated & shared:
+        raise ConfigError(
+            "[compute] cpu_dedicated_set and cpu_shared_set overlap on CPUs "
+            f"{format_cpu_set(dedicated & shared)}; a CPU is either dedicated or shared"
+        )
+
+
+def discover_cpus(
+    root: Root,
+    dedicated: frozenset[int] | None = None,
+    shared: frozenset[int] | None = None,
+) -> CpuInfo:
+    """The host's CPUs split into VCPU and PCPU, with their feature traits.
+
+    Args:
+        root: sysfs root or reader.
+        dedicated: parsed ``cpu_dedicated_set`` or None.
+        shared: parsed ``cpu_shared_set`` or None.
+
+    Returns:
+        :class:`CpuInfo`. ``HW_CPU_HYPERTHREADING`` is set when a core has
+        more than one online thread. A missing /proc/cpuinfo gives no flag
+        traits and a warning.
+
+    Raises:
+        SysfsError: no CPU can be found at all.
+        ConfigError: see :func:`split_cpus`.
+    """
+    reader = as_reader(root)
+    topology = read_topology(reader)
+    vcpus, pcpus = split_cpus(topology.online, dedicated, shared)
+    try:
+        vendor, flags = read_cpuinfo(reader)
+    except SysfsError as exc:
+        reader.skip(exc, "CPU feature traits")
+        vendor, flags = "", ()
+    traits = set(cpu_flag_traits(flags, vendor))
+    if topology.threads_per_core > 1:
+        traits.add(os_traits.HW_CPU_HYPERTHREADING)
+    return CpuInfo(topology, vcpus, pcpus, vendor, frozenset(traits))

@@ -1,0 +1,89 @@
+"""One full discovery: every collector run once, assembled into :class:`HostResources`.
+
+Order matters only for exclusions: GPUs offered as vGPU are found first so
+that a device spec matching them does not offer them a second time as a PCI
+device or SR-IOV PF.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from drivers.host.cpu import CpuInfo, discover_cpus
+from drivers.host.disk import DiskInfo, discover_disk
+from drivers.host.mdev import discover_mdevs
+from drivers.host.memory import MemoryInfo, discover_memory
+from drivers.host.numa import NumaNode, discover_numa, numa_cells
+from drivers.host.nvidia import discover_nvidia_vgpus
+from drivers.host.passthrough import discover_passthrough
+from drivers.host.pci import PciFunction, read_pci_functions
+from drivers.host.settings import HostSettings
+from drivers.host.sriov import discover_sriov
+from drivers.host.sysfs import SysfsReader
+from drivers.records import HostResources
+
+
+@dataclass(frozen=True, slots=True)
+class Discovery:
+    """Everything one run found, the records and the raw facts behind them.
+
+    Attributes:
+        resources: the :class:`HostResources` the driver reports.
+        cpu: :class:`~drivers.host.cpu.CpuInfo`.
+        memory: :class:`~drivers.host.memory.MemoryInfo`.
+        disk: :class:`~drivers.host.disk.DiskInfo`.
+        numa: raw NUMA nodes.
+        functions: every PCI function read, by address.
+        warnings: one line per file that could not be used.
+    """
+
+    resources: HostResources
+    cpu: CpuInfo
+    memory: MemoryInfo
+    disk: DiskInfo
+    numa: tuple[NumaNode, ...]
+    functions: dict[str, PciFunction]
+    warnings: tuple[str, ...]
+
+
+def discover_host(settings: HostSettings, reader: SysfsReader | None = None) -> Discovery:
+    """Run every collector against ``reader`` (default: ``settings.sysfs_root``).
+
+    Totals are before any ``reserved_host_*`` amount (the layout applies them).
+
+    Raises:
+        ConfigError: ``cpu_dedicated_set`` / ``cpu_shared_set`` name CPUs
+            that are not online.
+        SysfsError: no CPU or no /proc/meminfo at all (nothing sensible to report).
+        OSError: the instances file system cannot be measured.
+    """
+    reader = reader or SysfsReader(settings.sysfs_root)
+    cpu = discover_cpus(reader, settings.dedicated, settings.shared)
+    memory = discover_memory(reader)
+    disk = discover_disk(reader, settings.instances_path, settings.shared_storage)
+    numa = discover_numa(reader)
+    functions = read_pci_functions(reader)
+    enabled = settings.enabled_mdev_types
+    gpus = discover_mdevs(reader, enabled) + discover_nvidia_vgpus(reader, functions, enabled)
+    gpu_addresses = frozenset(g.address for g in gpus)
+    for spec in settings.specs:
+        for address in sorted(gpu_addresses):
+            if spec.matches(functions[address]) if address in functions else False:
+                reader.warn(
+                    f"[pci] device_spec {spec.text} matches {address}, which is offered as "
+                    "vGPU; it is not also offered for passthrough"
+                )
+    resources = HostResources(
+        nodename=settings.nodename,
+        vcpus=len(cpu.vcpu_ids),
+        pcpus=len(cpu.pcpu_ids),
+        memory_mb=memory.total_mb,
+        disk_gb=disk.total_gb,
+        shared_storage=disk.shared,
+        traits=cpu.traits,
+        numa_cells=numa_cells(numa, cpu.vcpu_ids, cpu.pcpu_ids),
+        pci_devices=discover_passthrough(functions, settings.specs, gpu_addresses),
+        sriov_pfs=discover_sriov(functions, settings.specs, gpu_addresses),
+        gpus=tuple(sorted(gpus, key=lambda g: g.address)),
+    )
+    return Discovery(resources, cpu, memory, disk, numa, functions, tuple(reader.warnings))

@@ -1,0 +1,60 @@
+"""The host driver: this machine's real hardware, no instances.
+
+``compute-agent discover --driver host`` shows it on any Linux box; the
+libvirt driver reuses the same collectors for its hardware half.
+"""
+
+from __future__ import annotations
+
+from oslo_config import cfg
+
+from drivers.base import ComputeDriver
+from drivers.host.discovery import Discovery, discover_host
+from drivers.host.settings import HostSettings, settings_from_conf
+from drivers.records import HostResources, Instance
+
+
+class HostDriver(ComputeDriver):
+    """Reports the hardware found under ``[host_driver] sysfs_root`` as one node.
+
+    Args:
+        conf: loaded configuration.
+
+    Raises:
+        ConfigError: at start, for a ``[pci] device_spec`` or CPU set that
+            does not parse, naming its text and the reason.
+    """
+
+    def __init__(self, conf: cfg.ConfigOpts) -> None:
+        super().__init__(conf)
+        self.settings: HostSettings = settings_from_conf(conf)
+        self.last: Discovery | None = None
+
+    def get_nodenames(self) -> list[str]:
+        """``[DEFAULT] host``: the one node."""
+        return [self.settings.nodename]
+
+    def _check(self, nodename: str) -> None:
+        if nodename != self.settings.nodename:
+            raise KeyError(
+                f"node {nodename!r} is not managed here (only {self.settings.nodename!r})"
+            )
+
+    def discover(self) -> Discovery:
+        """Run a full discovery now (also kept as :attr:`last`).
+
+        Raises:
+            ConfigError, SysfsError, OSError: see :func:`discover_host`.
+        """
+        self.last = discover_host(self.settings)
+        return self.last
+
+    def get_host_resources(self, nodename: str) -> HostResources:
+        """What the host has right now (a fresh discovery on every call)."""
+        self._check(nodename)
+        return self.discover().resources
+
+    def list_instances(self, nodename: str) -> list[Instance]:
+        """Always empty: this driver manages hardware, not instances."""
+        self._check(nodename)
+        return []

@@ -1,0 +1,73 @@
+"""The host driver's configuration, parsed and checked once at start."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from oslo_config import cfg
+
+from agent.exceptions import ConfigError
+from drivers.host.cpu import check_cpu_sets
+from drivers.host.cpuset import parse_cpu_spec
+from drivers.host.device_spec import DeviceSpec, parse_device_specs
+from drivers.host.options import GROUP
+
+
+@dataclass(frozen=True, slots=True)
+class HostSettings:
+    """What discovery needs from the configuration.
+
+    Attributes:
+        nodename: ``[DEFAULT] host``.
+        sysfs_root: ``[host_driver] sysfs_root``.
+        hotplug_debounce: ``[host_driver] hotplug_debounce``, seconds.
+        dedicated: ``[compute] cpu_dedicated_set`` parsed, or None when unset.
+        shared: ``[compute] cpu_shared_set`` parsed, or None when unset.
+        instances_path: ``[compute] instances_path``.
+        shared_storage: ``[compute] shared_storage``.
+        specs: ``[pci] device_spec`` parsed.
+        enabled_mdev_types: ``[devices] enabled_mdev_types``.
+    """
+
+    nodename: str
+    sysfs_root: str = "/"
+    hotplug_debounce: float = 2.0
+    dedicated: frozenset[int] | None = None
+    shared: frozenset[int] | None = None
+    instances_path: str = "/var/lib/compute-agent/instances"
+    shared_storage: bool = False
+    specs: tuple[DeviceSpec, ...] = ()
+    enabled_mdev_types: tuple[str, ...] = ()
+
+
+def _cpu_option(conf: cfg.ConfigOpts, name: str) -> frozenset[int] | None:
+    text = conf.compute[name]
+    if text is None or not text.strip():
+        return None
+    try:
+        return parse_cpu_spec(text)
+    except ValueError as exc:
+        raise ConfigError(f"[compute] {name} {text!r}: {exc}") from None
+
+
+def settings_from_conf(conf: cfg.ConfigOpts) -> HostSettings:
+    """Read and check the host driver's options.
+
+    Raises:
+        ConfigError: a CPU set or device spec does not parse, or the CPU sets
+            overlap (each message names the option and the text).
+    """
+    dedicated = _cpu_option(conf, "cpu_dedicated_set")
+    shared = _cpu_option(conf, "cpu_shared_set")
+    check_cpu_sets(dedicated, shared)
+    return HostSettings(
+        nodename=conf.host,
+        sysfs_root=conf[GROUP].sysfs_root,
+        hotplug_debounce=conf[GROUP].hotplug_debounce,
+        dedicated=dedicated,
+        shared=shared,
+        instances_path=conf.compute.instances_path,
+        shared_storage=conf.compute.shared_storage,
+        specs=parse_device_specs(conf.pci.device_spec),
+        enabled_mdev_types=tuple(conf.devices.enabled_mdev_types),
+    )

@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent import config
+from agent.discovery import discover_node
+from agent.provider_tree import ProviderTree
+from drivers.host import HostDriver
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sysfs"
+
+
+def make_conf(tmp_path: Path, fixture: str, **groups: dict[str, object]):
+    overrides: dict[str, dict[str, object]] = {
+        "DEFAULT": {"host": "cn1", "state_path": str(tmp_path), "reserved_host_memory_mb": 0},
+        "compute": {"driver": "host", "instances_path": str(tmp_path / "instances")},
+        "host_driver": {"sysfs_root": str(FIXTURES / fixture)},
+    }
+    for group, values in groups.items():
+        overrides.setdefault(group, {}).update(values)
+    return config.load([], overrides)
+
+
+def tree_of(conf) -> dict[str, dict]:
+    """{provider name: {"parent": name, "inv": {rc: total}, "traits": set}}"""
+    driver = HostDriver(conf)
+    report = discover_node(driver, "cn1", "00000000-0000-0000-0000-000000000001")
+    tree: ProviderTree = report.tree
+    out = {}
+    for p in tree.all_data():
+        parent = tree.data(p.parent_uuid).name if p.parent_uuid else None
+        out[p.name] = {
+            "parent": parent,
+            "inv": {rc: inv.total for rc, inv in p.inventory.items()},
+            "traits": set(p.traits),
+        }
+    return out
