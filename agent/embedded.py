@@ -20,8 +20,6 @@ from pathlib import Path
 from typing import Any
 from wsgiref import simple_server
 
-from keystoneauth1 import adapter as ks_adapter
-from keystoneauth1 import session as ks_session
 from oslo_config import cfg
 
 from agent.exceptions import ConfigError
@@ -115,12 +113,7 @@ class EmbeddedPlacement:
 
     def client(self, retries: int = 0, retry_max_wait: float = 0.0) -> PlacementClient:
         """A client whose requests reach this embedded service."""
-        adapter = ks_adapter.Adapter(
-            ks_session.Session(auth=None),
-            service_type="placement",
-            endpoint_override=self.url,
-        )
-        return PlacementClient(adapter, retries, retry_max_wait, NOAUTH_HEADERS)
+        return PlacementClient.for_endpoint(self.url, retries, retry_max_wait, NOAUTH_HEADERS)
 
 
 class _QuietHandler(simple_server.WSGIRequestHandler):

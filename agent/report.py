@@ -37,7 +37,7 @@ from agent.placement.errors import (
 )
 from agent.provider_tree import ProviderTree, default_root_uuid
 from agent.state import StateStore
-from agent.tree_diff import diff_trees
+from agent.tree_diff import TreeDiff, diff_trees
 
 LOG = logging.getLogger(__name__)
 
@@ -178,6 +178,12 @@ class ReportClient:
             return None
         return self._seen[nodename].copy()
 
+    def _list_tree(self, root_uuid: str) -> list[dict[str, Any]]:
+        """``GET /resource_providers?in_tree=ROOT``: every provider of one tree."""
+        return self.client.get("/resource_providers", params={"in_tree": root_uuid})[
+            "resource_providers"
+        ]
+
     def _read_tree(self, nodename: str, create: bool = True) -> bool:
         mirror = self._seen.get(nodename)
         if mirror is None:
@@ -185,9 +191,7 @@ class ReportClient:
         stored = self.state.root_uuid(nodename)
         listing: list[dict[str, Any]] = []
         if stored:
-            listing = self.client.get("/resource_providers", params={"in_tree": stored})[
-                "resource_providers"
-            ]
+            listing = self._list_tree(stored)
         if not listing:
             listing = self._find_or_create_root(nodename, stored, create)
             if not listing:
@@ -195,6 +199,10 @@ class ReportClient:
         root_uuid = next(r["uuid"] for r in listing if r["parent_provider_uuid"] is None)
         if root_uuid != stored:
             self.state.set_root_uuid(nodename, root_uuid)
+        if self._unchanged(mirror, listing):
+            self._seen[nodename] = mirror
+            self._remember_custom(mirror)
+            return True
         fresh = ProviderTree()
         stale = []
         fresh.populate_from_iterable(
@@ -218,6 +226,23 @@ class ReportClient:
             self._save_mirror(nodename)
         return True
 
+    @staticmethod
+    def _unchanged(mirror: ProviderTree, listing: list[dict[str, Any]]) -> bool:
+        """True when ``listing`` shows exactly the mirror's providers, generations and parents."""
+        if len(listing) != len(mirror):
+            return False
+        for rec in listing:
+            if not mirror.exists(rec["uuid"]):
+                return False
+            held = mirror.data(rec["uuid"])
+            if (held.generation, held.name, held.parent_uuid) != (
+                rec["generation"],
+                rec["name"],
+                rec["parent_provider_uuid"],
+            ):
+                return False
+        return True
+
     def _find_or_create_root(
         self, nodename: str, stored: str | None, create: bool = True
     ) -> list[dict[str, Any]]:
@@ -235,9 +260,7 @@ class ReportClient:
                     "host a unique [DEFAULT] host"
                 )
             LOG.info("found compute node %s in Placement by name: %s", nodename, held)
-            return self.client.get("/resource_providers", params={"in_tree": held})[
-                "resource_providers"
-            ]
+            return self._list_tree(held)
         if not create:
             return []
         uuid = stored or default_root_uuid(nodename)
@@ -261,9 +284,6 @@ class ReportClient:
         tree.update_aggregates(uuid, aggs["aggregates"])
         # the last read's generation is the newest of the three
         tree.update_generation(uuid, aggs["resource_provider_generation"])
-
-    def _refresh_provider(self, mirror: ProviderTree, uuid: str) -> None:
-        self._read_provider_details(mirror, uuid)
 
     def _remember_custom(self, tree: ProviderTree) -> None:
         # Names Placement already holds need no PUT /resource_classes or /traits.
@@ -297,7 +317,7 @@ class ReportClient:
                     raise
                 LOG.info("generation conflict on provider %s; re-reading and retrying", uuid)
                 self._sleep(random.uniform(0, 0.1 * 2**attempt))
-                self._refresh_provider(mirror, uuid)
+                self._read_provider_details(mirror, uuid)
 
     def update_from_provider_tree(
         self, new_tree: ProviderTree, allocations: dict[str, dict[str, Any]] | None = None
@@ -327,10 +347,7 @@ class ReportClient:
             nodename = new_tree.data(root_uuid).name
             if nodename not in self._seen:
                 self._read_tree(nodename)
-            try:
-                self._flush_node(nodename, new_tree, root_uuid, allocations, result)
-            finally:
-                self._save_mirror(nodename)
+            self._flush_node(nodename, new_tree, root_uuid, allocations, result)
         return result
 
     def _flush_node(
@@ -342,10 +359,26 @@ class ReportClient:
         result: SyncResult,
     ) -> None:
         mirror = self._seen[nodename]
-        wanted = set(new_tree.get_provider_uuids(root_uuid))
         diff = diff_trees(mirror, new_tree)
         if not diff and allocations is None:
             return
+        try:
+            self._write_node(nodename, mirror, new_tree, root_uuid, diff, allocations, result)
+        finally:
+            # also after a failure part-way: what was written is in the mirror
+            self._save_mirror(nodename)
+
+    def _write_node(
+        self,
+        nodename: str,
+        mirror: ProviderTree,
+        new_tree: ProviderTree,
+        root_uuid: str,
+        diff: TreeDiff,
+        allocations: dict[str, dict[str, Any]] | None,
+        result: SyncResult,
+    ) -> None:
+        wanted = set(new_tree.get_provider_uuids(root_uuid))
         # What the driver's tree was derived from: the base of the three-way
         # merges, taken before a conflict's re-read moves the mirror on.
         base_tree = mirror.copy()
@@ -507,10 +540,7 @@ class ReportClient:
                 "unchanged; the agent stops so the failure is seen (see docs/placement.md)"
             ) from exc
         # The reshaper answers 204 without generations: read them once.
-        listing = self.client.get(
-            "/resource_providers", params={"in_tree": mirror.data(nodename).uuid}
-        )["resource_providers"]
-        for rec in listing:
+        for rec in self._list_tree(mirror.data(nodename).uuid):
             if mirror.exists(rec["uuid"]):
                 uuid = rec["uuid"]
                 if uuid in body["inventories"]:
@@ -547,6 +577,7 @@ class ReportClient:
         project_id: str,
         user_id: str,
         consumer_type: str = CONSUMER_TYPE,
+        current: dict[str, Any] | None = None,
     ) -> None:
         """Replace a consumer's allocations, honouring its consumer generation.
 
@@ -557,13 +588,17 @@ class ReportClient:
             project_id: owning project.
             user_id: owning user.
             consumer_type: e.g. ``INSTANCE`` (microversion 1.38).
+            current: the consumer's ``GET /allocations/{consumer}`` body when
+                the caller has just read it; read here otherwise (and again
+                after a generation conflict).
 
         Raises:
             GenerationConflict: still conflicting after the retries.
             Conflict: the allocation does not fit ("Unable to allocate inventory").
         """
         for attempt in range(self.conflict_retries + 1):
-            current = self.client.get("/allocations/{consumer}", consumer=consumer)
+            if current is None:
+                current = self.client.get("/allocations/{consumer}", consumer=consumer)
             body = {
                 "allocations": {rp: {"resources": r} for rp, r in allocations.items()},
                 "project_id": project_id,
@@ -577,6 +612,7 @@ class ReportClient:
             except GenerationConflict:
                 if attempt == self.conflict_retries:
                     raise
+                current = None
                 self._sleep(random.uniform(0, 0.1 * 2**attempt))
 
     def delete_allocations(self, consumer: str) -> bool:
@@ -598,6 +634,7 @@ class ReportClient:
                 current["project_id"],
                 current["user_id"],
                 current.get("consumer_type") or CONSUMER_TYPE,
+                current=current,
             )
         except NotFound:
             return False

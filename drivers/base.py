@@ -30,6 +30,9 @@ class ComputeDriver(abc.ABC):
     def __init__(self, conf: cfg.ConfigOpts) -> None:
         self.conf = conf
         self.policy: LayoutPolicy = policy_from_conf(conf)
+        # What update_provider_tree last laid out, per node: expected_allocations
+        # must see the same hardware, and discovery (sysfs, libvirt) is not free.
+        self._laid_out: dict[str, HostResources] = {}
 
     @abc.abstractmethod
     def get_nodenames(self) -> list[str]:
@@ -75,7 +78,9 @@ class ComputeDriver(abc.ABC):
             ReshapeNeeded: the tree must change shape and ``allocations`` is None.
             ConfigError: the configuration does not fit the host.
         """
-        apply_layout(provider_tree, self.get_host_resources(nodename), self.policy)
+        host = self.get_host_resources(nodename)
+        self._laid_out[nodename] = host
+        apply_layout(provider_tree, host, self.policy)
 
     def expected_allocations(
         self,
@@ -86,11 +91,14 @@ class ComputeDriver(abc.ABC):
         """The allocation each instance of ``nodename`` should hold, by consumer UUID.
 
         ``provider_tree`` must already have been through
-        :meth:`update_provider_tree`. See :func:`agent.allocations.plan_allocations`.
+        :meth:`update_provider_tree`; the hardware that call laid out is used
+        again rather than discovered a second time. See
+        :func:`agent.allocations.plan_allocations`.
         """
+        host = self._laid_out.get(nodename) or self.get_host_resources(nodename)
         return plan_allocations(
             self.list_instances(nodename),
-            self.get_host_resources(nodename),
+            host,
             provider_tree,
             self.policy,
             sharing_provider_uuid,

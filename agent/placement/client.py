@@ -22,6 +22,7 @@ from typing import Any
 import tenacity
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
+from keystoneauth1 import session as ks_session
 
 from agent.placement.errors import MicroversionTooLow, PlacementUnavailable, parse_error
 
@@ -71,6 +72,27 @@ class PlacementClient:
         self.counts: Counter[tuple[str, str]] = Counter()
         self._count_lock = threading.Lock()
         self._microversion: str | None = None
+
+    @classmethod
+    def for_endpoint(
+        cls,
+        url: str,
+        retries: int = 0,
+        retry_max_wait: float = 0.0,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> PlacementClient:
+        """A client for the Placement at ``url`` with no Keystone (noauth2 or embedded).
+
+        Args:
+            url: the service's root, e.g. ``http://127.0.0.1:8778``.
+            retries: as for the constructor.
+            retry_max_wait: as for the constructor.
+            extra_headers: e.g. the noauth2 identity headers.
+        """
+        adapter = ks_adapter.Adapter(
+            ks_session.Session(auth=None), service_type="placement", endpoint_override=url
+        )
+        return cls(adapter, retries, retry_max_wait, extra_headers)
 
     # -- microversion -----------------------------------------------------
 

@@ -12,6 +12,7 @@ import pytest
 import requests
 from wsgi_intercept.interceptor import RequestsInterceptor
 
+from agent import config as agent_config
 from agent.discovery import discover
 from agent.embedded import NOAUTH_HEADERS, placement_app
 from agent.placement.client import PlacementClient
@@ -53,16 +54,18 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuidlib.uuid4().hex[:8]}"
 
 
-def client_from_conf_with_endpoint(conf, url):
-    """A remote client in noauth2 style: keystoneauth's admin_token plugin, endpoint ``url``."""
-    from keystoneauth1 import loading as ks_loading
+def remote_client(tmp_path, url: str, *extra: str) -> PlacementClient:
+    """A client configured as docs/placement.md tells operators of a noauth2 Placement.
 
-    # admin_token's options exist once its plugin is known; register them to set them
-    plugin = ks_loading.get_plugin_loader("admin_token")
-    conf.register_opts(ks_loading.get_auth_plugin_conf_options(plugin), group="placement")
-    conf.set_override("endpoint", url, group="placement")
-    conf.set_override("token", "admin", group="placement")
-    return client_from_conf(conf)
+    ``extra``: more ``[placement]`` lines, e.g. ``"request_retries = 1"``.
+    """
+    path = tmp_path / "remote.conf"
+    path.write_text(
+        f"[DEFAULT]\nstate_path = {tmp_path / 'state'}\n"
+        f"[placement]\nauth_type = admin_token\nendpoint = {url}\ntoken = admin\n"
+        "noauth_roles = admin,service\n" + "".join(f"{line}\n" for line in extra)
+    )
+    return client_from_conf(agent_config.load([str(path)]))
 
 
 def check_matches_discover(base_url: str, tmp_path, driver, nodename: str) -> None:
@@ -99,12 +102,7 @@ def test_first_sync_in_process_matches_discover(embedded, tmp_path):
 def test_first_sync_over_loopback_matches_discover(served, tmp_path):
     name = unique("cn")
     _, driver = fake(tmp_path, name)
-    client = client_from_conf_with_endpoint(
-        make_conf(
-            tmp_path, placement={"auth_type": "admin_token", "noauth_roles": ["admin", "service"]}
-        ),
-        served.url,
-    )
+    client = remote_client(tmp_path, served.url)
     report = ReportClient(client, StateStore(tmp_path / "state"))
     cycle(report, driver, name)
     check_matches_discover(served.url, tmp_path, driver, name)
@@ -116,9 +114,12 @@ def test_request_counts_steady_change_restart(embedded, tmp_path):
     client = embedded.client()
     report = ReportClient(client, StateStore(tmp_path / "state"))
     cycle(report, driver, name)
+    seen_file = tmp_path / "state" / "placement_seen.json"
+    written = seen_file.stat().st_mtime_ns
     before = client.total_requests()
     cycle(report, driver, name)
     assert client.total_requests() - before == 1  # GET ?in_tree only
+    assert seen_file.stat().st_mtime_ns == written  # and no state-file write
     driver.update_host(name, disk_gb=1000)
     before = client.total_requests()
     cycle(report, driver, name)
@@ -256,13 +257,7 @@ def test_name_held_by_another_uuid_is_a_clear_error(embedded, tmp_path):
 def test_placement_stopped_mid_sync_then_back(served, tmp_path):
     name = unique("cn")
     _, driver = fake(tmp_path, name)
-    client = client_from_conf_with_endpoint(
-        make_conf(
-            tmp_path,
-            placement={"auth_type": "admin_token", "request_retries": 1, "retry_max_wait": 0.05},
-        ),
-        served.url,
-    )
+    client = remote_client(tmp_path, served.url, "request_retries = 1", "retry_max_wait = 0.05")
     report = ReportClient(client, StateStore(tmp_path / "state"))
     cycle(report, driver, name)
     tree = report.get_provider_tree_and_ensure_root(name)
@@ -289,16 +284,8 @@ def test_server_below_1_30_is_refused():
         doc = {"versions": [{"id": "v1.0", "max_version": "1.29", "min_version": "1.0"}]}
         return [json.dumps(doc).encode()]
 
-    from keystoneauth1 import adapter, session
-
     with RequestsInterceptor(lambda: old_placement, url="http://old-placement:80"):
-        client = PlacementClient(
-            adapter.Adapter(
-                session.Session(),
-                service_type="placement",
-                endpoint_override="http://old-placement:80",
-            )
-        )
+        client = PlacementClient.for_endpoint("http://old-placement:80")
         with pytest.raises(MicroversionTooLow) as err:
             client.get("/resource_providers")
     assert "1.29" in str(err.value) and "1.30" in str(err.value)
@@ -312,16 +299,9 @@ def test_microversion_header_on_every_request(embedded, tmp_path):
         seen.append((environ["PATH_INFO"], environ.get("HTTP_OPENSTACK_API_VERSION")))
         return app(environ, start_response)
 
-    from keystoneauth1 import adapter, session
-
     with RequestsInterceptor(lambda: recording, url="http://recorded-placement:80"):
-        client = PlacementClient(
-            adapter.Adapter(
-                session.Session(),
-                service_type="placement",
-                endpoint_override="http://recorded-placement:80",
-            ),
-            extra_headers=NOAUTH_HEADERS,
+        client = PlacementClient.for_endpoint(
+            "http://recorded-placement:80", extra_headers=NOAUTH_HEADERS
         )
         name = unique("cn")
         _, driver = fake(tmp_path, name)
