@@ -44,6 +44,10 @@ LOG = logging.getLogger(__name__)
 CONSUMER_TYPE = "INSTANCE"
 
 
+_CREATED_HERE = "_created_here"
+"""Marks a listing record of a provider this client has just created (so it is empty)."""
+
+
 class RootConflict(AgentError):
     """The compute node's name is held in Placement by another UUID than the one recorded."""
 
@@ -211,6 +215,8 @@ class ReportClient:
         )
         for rec in listing:
             uuid = rec["uuid"]
+            if rec.get(_CREATED_HERE):
+                continue  # a provider this client just created holds nothing yet
             if mirror.exists(uuid) and mirror.data(uuid).generation == rec["generation"]:
                 old = mirror.data(uuid)
                 fresh.update_inventory(uuid, old.inventory)
@@ -273,7 +279,7 @@ class ReportClient:
                 "[DEFAULT] host or remove its entry from compute_nodes.json"
             ) from None
         LOG.info("created compute node %s as resource provider %s", nodename, uuid)
-        return [created]
+        return [{**created, _CREATED_HERE: True}]
 
     def _read_provider_details(self, tree: ProviderTree, uuid: str) -> None:
         inv = self.client.get("/resource_providers/{uuid}/inventories", uuid=uuid)

@@ -12,6 +12,12 @@ from drivers import DRIVERS
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2
+EXIT_DRIFT = 3
+"""``show --check``: Placement differs from what the driver reports."""
+EXIT_RESHAPE_NEEDED = 4
+"""The tree must change shape outside start-up: restart the service (it reshapes at start-up)."""
+EXIT_RESHAPE_FAILED = 5
+"""``POST /reshaper`` failed; Placement is unchanged (docs/reshape.md says what to do)."""
 
 
 def add_config_args(parser: argparse.ArgumentParser) -> None:

@@ -7,7 +7,13 @@ import argparse
 from rich.console import Console
 from rich.tree import Tree
 
-from agent.commands.common import EXIT_OK, add_config_args, add_driver_args, load_conf
+from agent.commands.common import (
+    EXIT_DRIFT,
+    EXIT_OK,
+    add_config_args,
+    add_driver_args,
+    load_conf,
+)
 from agent.exceptions import ReshapeNeeded
 from agent.placement.connect import placement_client
 from agent.provider_tree import ProviderTree
@@ -19,9 +25,6 @@ from drivers import load_driver
 
 NAME = "show"
 HELP = "show what Placement holds for this host and how it differs from the driver's view"
-
-EXIT_DRIFT = 3
-"""Exit code of ``show --check`` when Placement differs from what the driver reports."""
 
 
 def register(parser: argparse.ArgumentParser) -> None:
