@@ -24,6 +24,7 @@ processes start there.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -37,6 +38,11 @@ from agent.names import resource_class_name, trait_name
 from agent.provider_tree import ProviderTree
 from agent.resources import Inventory
 from drivers.records import Gpu, HostResources, MdevType, pci_address_slug
+
+LOG = logging.getLogger(__name__)
+
+OWNER_TRAIT = "CUSTOM_OWNER_COMPUTE_AGENT"
+"""Carried by every provider the agent lays out; children without it are someone else's."""
 
 # Traits on the compute node that the agent manages; any other trait there
 # (set by an operator through the API) is left alone.
@@ -59,6 +65,8 @@ class LayoutPolicy:
         reserved_host_disk_mb: MiB kept back (reported in whole GiB, rounded up).
         model_numa: NUMA cells become child providers.
         enabled_mdev_types: mdev types offered as VGPU, in preference order.
+        resource_class_renames: ``(OLD, NEW)`` pairs: NEW is reported wherever
+            OLD would be (``[compute] resource_class_renames``; docs/reshape.md).
     """
 
     cpu_allocation_ratio: float | None = None
@@ -72,6 +80,7 @@ class LayoutPolicy:
     reserved_host_disk_mb: int = 0
     model_numa: bool = False
     enabled_mdev_types: tuple[str, ...] = field(default_factory=tuple)
+    resource_class_renames: tuple[tuple[str, str], ...] = ()
 
 
 def policy_from_conf(conf: cfg.ConfigOpts) -> LayoutPolicy:
@@ -88,6 +97,7 @@ def policy_from_conf(conf: cfg.ConfigOpts) -> LayoutPolicy:
         reserved_host_disk_mb=conf.reserved_host_disk_mb,
         model_numa=conf.numa.model_in_placement,
         enabled_mdev_types=tuple(conf.devices.enabled_mdev_types),
+        resource_class_renames=tuple(agent_config.resource_class_renames(conf).items()),
     )
 
 
@@ -304,7 +314,26 @@ def desired_providers(
                 {trait_name(t) for t in dev.traits},
             )
         )
+    if policy.resource_class_renames:
+        _rename_classes(specs, dict(policy.resource_class_renames))
     return specs
+
+
+def _rename_classes(specs: list[ProviderSpec], renames: dict[str, str]) -> None:
+    """Report NEW wherever OLD would be reported (``[compute] resource_class_renames``).
+
+    Raises:
+        ConfigError: a provider would report both OLD and NEW (the two would merge).
+    """
+    for spec in specs:
+        for old in [rc for rc in spec.inventory if rc in renames]:
+            new = renames[old]
+            if new in spec.inventory:
+                raise ConfigError(
+                    f"[compute] resource_class_renames: provider {spec.name} already reports "
+                    f"{new}, so {old} cannot be renamed to it; choose another NEW name"
+                )
+            spec.inventory[new] = spec.inventory.pop(old)
 
 
 def apply_layout(tree: ProviderTree, host: HostResources, policy: LayoutPolicy) -> None:
@@ -313,7 +342,13 @@ def apply_layout(tree: ProviderTree, host: HostResources, policy: LayoutPolicy) 
     The compute node must already be in the tree (its caller chose its UUID).
     Children are created and updated, and those the host no longer has, or
     whose parent changed, are removed (a moved one is created again under its
-    new parent with the same UUID).
+    new parent with the same UUID). Every provider laid out carries
+    :data:`OWNER_TRAIT`.
+    Ownership: a child provider without :data:`OWNER_TRAIT` was made by
+    someone else (a network agent's bandwidth provider, an operator): it is
+    never changed or removed, nor is any provider above it; a provider the
+    layout wants under a name such a child holds is not reported, and a
+    warning says so once per process.
     Operator-set traits on the compute node outside
     :data:`MANAGED_ROOT_TRAIT_PREFIXES` are kept; aggregates are never touched.
 
@@ -324,10 +359,19 @@ def apply_layout(tree: ProviderTree, host: HostResources, policy: LayoutPolicy) 
     specs = desired_providers(host, policy, tree)
     node = host.nodename
     root_uuid = tree.data(node).uuid
+    foreign = foreign_providers(tree, root_uuid)
+    protected = set(foreign)
+    for uuid in foreign:
+        parent = tree.data(uuid).parent_uuid
+        while parent is not None:
+            protected.add(parent)
+            parent = tree.data(parent).parent_uuid
+    for uuid in foreign:
+        _warn_foreign(tree.data(uuid).name, uuid, node)
     wanted = {s.name: s for s in specs}
     # Deepest first, so a subtree is never visited after its parent went.
     for uuid in reversed(tree.get_provider_uuids(root_uuid)[1:]):
-        if not tree.exists(uuid):
+        if not tree.exists(uuid) or uuid in protected:
             continue
         p = tree.data(uuid)
         spec = wanted.get(p.name)
@@ -335,8 +379,13 @@ def apply_layout(tree: ProviderTree, host: HostResources, policy: LayoutPolicy) 
         if spec is None or spec.parent != parent_name:
             tree.remove(uuid)
     for spec in specs:
-        if spec.parent is not None and not tree.exists(spec.name):
-            tree.new_child(spec.name, spec.parent)
+        if spec.parent is not None:
+            if tree.exists(spec.name) and tree.data(spec.name).uuid in foreign:
+                continue
+            if not tree.exists(spec.parent) or tree.data(spec.parent).uuid in foreign:
+                continue
+            if not tree.exists(spec.name):
+                tree.new_child(spec.name, spec.parent)
         tree.update_inventory(spec.name, spec.inventory)
         if spec.parent is None:
             kept = {
@@ -344,6 +393,38 @@ def apply_layout(tree: ProviderTree, host: HostResources, policy: LayoutPolicy) 
                 for t in tree.data(spec.name).traits
                 if not t.startswith(MANAGED_ROOT_TRAIT_PREFIXES)
             }
-            tree.update_traits(spec.name, kept | spec.traits)
+            tree.update_traits(spec.name, kept | spec.traits | {OWNER_TRAIT})
         else:
-            tree.update_traits(spec.name, spec.traits)
+            tree.update_traits(spec.name, spec.traits | {OWNER_TRAIT})
+
+
+def foreign_providers(tree: ProviderTree, root_uuid: str) -> list[str]:
+    """UUIDs of the providers below the compute node that lack :data:`OWNER_TRAIT`.
+
+    The compute node itself is the agent's by definition (it is found or
+    created by ``ReportClient.ensure_root`` and gets the trait on the first
+    write), so it is never foreign.
+    """
+    return [
+        uuid
+        for uuid in tree.get_provider_uuids(root_uuid)[1:]
+        if OWNER_TRAIT not in tree.data(uuid).traits
+    ]
+
+
+_warned_foreign: set[str] = set()
+
+
+def _warn_foreign(name: str, uuid: str, node: str) -> None:
+    if uuid in _warned_foreign:
+        return
+    _warned_foreign.add(uuid)
+    LOG.warning(
+        "provider %s (%s) in the tree of compute node %s lacks trait %s: it belongs to "
+        "another service or an operator and is left unchanged. If it is this agent's, add "
+        "the trait to it (openstack resource provider trait set ...)",
+        name,
+        uuid,
+        node,
+        OWNER_TRAIT,
+    )

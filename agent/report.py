@@ -389,23 +389,20 @@ class ReportClient:
         # merges, taken before a conflict's re-read moves the mirror on.
         base_tree = mirror.copy()
         self._ensure_custom_names(new_tree)
-        for uuid in diff.created:
-            p = new_tree.data(uuid)
-            created = self.client.post(
-                "/resource_providers",
-                json={"name": p.name, "uuid": p.uuid, "parent_provider_uuid": p.parent_uuid},
-            )
-            mirror.populate_from_iterable([{**created, "parent_provider_uuid": p.parent_uuid}])
-            result.created += 1
+        if allocations is not None:
+            # Creates the new providers itself, so that a failure can delete them
+            # again; re-parenting waits until the reshape is done (undoing it
+            # would move generations).
+            self._reshape(nodename, mirror, new_tree, diff, wanted, allocations, result)
+        else:
+            for uuid in diff.created:
+                self._create_provider(mirror, new_tree, uuid, result)
         for uuid in dict.fromkeys(diff.reparented + diff.renamed):
             p = new_tree.data(uuid)
             body = {"name": p.name, "parent_provider_uuid": p.parent_uuid}
             updated = self.client.put("/resource_providers/{uuid}", uuid=uuid, json=body)
             self._move_in_mirror(mirror, uuid, p.name, p.parent_uuid, updated["generation"])
-        if allocations is not None:
-            self._reshape(nodename, mirror, new_tree, wanted, allocations)
-            result.reshaped = True
-        else:
+        if allocations is None:
             for uuid in diff.inventory:
                 self._write_inventory(mirror, new_tree, uuid, result)
         for kind in ("traits", "aggregates"):
@@ -416,6 +413,17 @@ class ReportClient:
                 self._write_set(mirror, new_tree, uuid, kind, base, result)
         for uuid in diff.removed:
             self._delete_provider(mirror, uuid, result)
+
+    def _create_provider(
+        self, mirror: ProviderTree, new_tree: ProviderTree, uuid: str, result: SyncResult
+    ) -> None:
+        p = new_tree.data(uuid)
+        created = self.client.post(
+            "/resource_providers",
+            json={"name": p.name, "uuid": p.uuid, "parent_provider_uuid": p.parent_uuid},
+        )
+        mirror.populate_from_iterable([{**created, "parent_provider_uuid": p.parent_uuid}])
+        result.created += 1
 
     def _move_in_mirror(
         self, mirror: ProviderTree, uuid: str, name: str, parent: str | None, generation: int
@@ -520,38 +528,108 @@ class ReportClient:
         nodename: str,
         mirror: ProviderTree,
         new_tree: ProviderTree,
+        diff: TreeDiff,
         wanted: set[str],
         allocations: dict[str, dict[str, Any]],
+        result: SyncResult,
     ) -> None:
-        body = {
-            "inventories": {
-                uuid: {
-                    "inventories": {
-                        rc: inv.to_placement() for rc, inv in new_tree.data(uuid).inventory.items()
-                    },
-                    "resource_provider_generation": mirror.data(uuid).generation,
-                }
-                for uuid in new_tree.get_provider_uuids()
-                if uuid in wanted and mirror.exists(uuid)
-            },
-            "allocations": {
-                consumer: reshaper_allocation(rec) for consumer, rec in allocations.items()
-            },
-        }
+        """Create the new providers, then one ``POST /reshaper``; on failure undo the creations.
+
+        The body names every provider of the node's tree (so an allocation
+        another service makes anywhere in it meanwhile is a generation
+        conflict, not a lost update) and the providers about to be deleted,
+        emptied of the classes the new tree holds elsewhere, so their
+        capacity goes in the same transaction as their allocations
+        (reshape-provider-tree.txt, "Placement POST /reshaper").
+
+        Raises:
+            ReshapeFailed: creating a provider or the reshaper call failed;
+                the providers created here are deleted again, so Placement
+                holds what it held before (custom resource classes and traits
+                created for the new tree stay: they are global and harmless).
+                ``__cause__`` is the :class:`PlacementError`; a
+                :class:`GenerationConflict` there means "re-read and retry".
+        """
+        created: list[str] = []
         try:
+            for uuid in diff.created:
+                self._create_provider(mirror, new_tree, uuid, result)
+                created.append(uuid)
+            body = self._reshaper_body(mirror, new_tree, diff, wanted, allocations)
             self.client.post("/reshaper", json=body)
         except PlacementError as exc:
+            self._undo_created(mirror, created, result)
             raise ReshapeFailed(
                 f"POST /reshaper for compute node {nodename} failed: {exc}. Placement is "
-                "unchanged; the agent stops so the failure is seen (see docs/placement.md)"
+                "unchanged; the agent stops so the failure is seen (see docs/reshape.md)"
             ) from exc
+        result.reshaped = True
         # The reshaper answers 204 without generations: read them once.
         for rec in self._list_tree(mirror.data(nodename).uuid):
             if mirror.exists(rec["uuid"]):
                 uuid = rec["uuid"]
                 if uuid in body["inventories"]:
-                    mirror.update_inventory(uuid, new_tree.data(uuid).inventory)
+                    held = new_tree.data(uuid).inventory if new_tree.exists(uuid) else None
+                    if held is None:
+                        held = body["inventories"][uuid]["inventories"]
+                    mirror.update_inventory(uuid, held)
                 mirror.update_generation(uuid, rec["generation"])
+
+    @staticmethod
+    def _reshaper_body(
+        mirror: ProviderTree,
+        new_tree: ProviderTree,
+        diff: TreeDiff,
+        wanted: set[str],
+        allocations: dict[str, dict[str, Any]],
+    ) -> dict[str, Any]:
+        inventories: dict[str, Any] = {
+            uuid: {
+                "inventories": {
+                    rc: inv.to_placement() for rc, inv in new_tree.data(uuid).inventory.items()
+                },
+                "resource_provider_generation": mirror.data(uuid).generation,
+            }
+            for uuid in new_tree.get_provider_uuids()
+            if uuid in wanted and mirror.exists(uuid)
+        }
+        # A provider being deleted keeps only the classes that have nowhere else
+        # to go in the new tree: the others' allocations were moved, and their
+        # capacity must not outlive them until the DELETE.
+        elsewhere = {rc for u in wanted for rc in new_tree.data(u).inventory}
+        for uuid in diff.removed:
+            if mirror.exists(uuid):
+                held = mirror.data(uuid)
+                inventories[uuid] = {
+                    "inventories": {
+                        rc: inv.to_placement()
+                        for rc, inv in held.inventory.items()
+                        if rc not in elsewhere
+                    },
+                    "resource_provider_generation": held.generation,
+                }
+        return {
+            "inventories": inventories,
+            "allocations": {
+                consumer: reshaper_allocation(rec) for consumer, rec in allocations.items()
+            },
+        }
+
+    def _undo_created(self, mirror: ProviderTree, created: list[str], result: SyncResult) -> None:
+        # Children first. They hold nothing (the reshaper did not happen), so
+        # Placement lets them go; a failure here is logged, not raised, so the
+        # reshaper's own error is the one the operator sees.
+        for uuid in reversed(created):
+            try:
+                self.client.delete("/resource_providers/{uuid}", uuid=uuid)
+            except NotFound:
+                pass
+            except PlacementError as exc:
+                LOG.error("provider %s created for a failed reshape not deleted: %s", uuid, exc)
+                continue
+            if mirror.exists(uuid):
+                mirror.remove(uuid)
+            result.created -= 1
 
     # -- allocations --------------------------------------------------------------
 
@@ -645,6 +723,94 @@ class ReportClient:
         except NotFound:
             return False
         return True
+
+
+    def remove_allocations_from(self, consumer: str, providers: set[str]) -> bool:
+        """Remove ``consumer``'s allocations on ``providers``, keeping the rest.
+
+        An instance that moved to another host keeps its allocations there;
+        only this host's part goes. When nothing else remains the consumer's
+        allocations are gone altogether. A consumer Placement does not know is
+        fine (nothing to remove).
+
+        Args:
+            consumer: the consumer UUID.
+            providers: provider UUIDs (this host's) to clear.
+
+        Returns:
+            True when something was removed.
+
+        Raises:
+            GenerationConflict: the consumer kept changing under us.
+        """
+        for attempt in range(self.conflict_retries + 1):
+            current = self.client.get("/allocations/{consumer}", consumer=consumer)
+            held = current.get("allocations") or {}
+            if not set(held) & providers:
+                return False
+            kept = {rp: dict(a["resources"]) for rp, a in held.items() if rp not in providers}
+            try:
+                self.put_allocations(
+                    consumer,
+                    kept,
+                    current["project_id"],
+                    current["user_id"],
+                    current.get("consumer_type") or CONSUMER_TYPE,
+                    current=current,
+                )
+                return True
+            except NotFound:
+                return False
+            except GenerationConflict:
+                if attempt == self.conflict_retries:
+                    raise
+        return False
+
+    def provider_allocations(self, uuid: str) -> dict[str, dict[str, int]]:
+        """``GET /resource_providers/{uuid}/allocations`` as ``{consumer: {rc: amount}}``."""
+        body = self.client.get("/resource_providers/{uuid}/allocations", uuid=uuid)
+        return {c: dict(a["resources"]) for c, a in body["allocations"].items()}
+
+    def provider_usages(self, uuid: str) -> dict[str, int]:
+        """``GET /resource_providers/{uuid}/usages``: ``{resource class: amount in use}``."""
+        return dict(self.client.get("/resource_providers/{uuid}/usages", uuid=uuid)["usages"])
+
+    def sharing_providers(self, aggregates: set[str], resource_class: str) -> list[str]:
+        """UUIDs of providers that share ``resource_class`` with members of ``aggregates``.
+
+        Rule (resource-providers-allocations.txt, shared storage): a sharing
+        provider carries ``MISC_SHARES_VIA_AGGREGATE`` and is in an aggregate
+        with the compute node. Sorted, so the choice among several is stable.
+        """
+        if not aggregates:
+            return []
+        body = self.client.get(
+            "/resource_providers",
+            params={
+                "member_of": "in:" + ",".join(sorted(aggregates)),
+                "required": "MISC_SHARES_VIA_AGGREGATE",
+                "resources": f"{resource_class}:1",
+            },
+        )
+        return sorted(p["uuid"] for p in body["resource_providers"])
+
+    def provider_generations(self, nodename: str) -> dict[str, int]:
+        """``{provider UUID: generation}`` of ``nodename``'s tree as last read or written.
+
+        Raises:
+            KeyError: the tree of ``nodename`` has not been read yet.
+        """
+        mirror = self._seen[nodename]
+        return {p.uuid: p.generation for p in mirror.all_data() if p.generation is not None}
+
+    def forget(self) -> None:
+        """Drop what this client remembers (SIGHUP): the next read goes to Placement.
+
+        The state directory's mirror is kept: it is checked against Placement's
+        generations on the next read anyway.
+        """
+        self._seen.clear()
+        self._known_custom.clear()
 
 
 def reshaper_allocation(record: dict[str, Any]) -> dict[str, Any]:

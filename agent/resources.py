@@ -8,9 +8,10 @@ and ``consume``). Field limits follow the Placement API reference for
 ``step_size`` >= 1; ``allocation_ratio`` <= 3.40282e+38; and from
 microversion 1.26 capacity may be 0 (``reserved == total``) but not negative.
 
-This agent is stricter than Placement in three places, because a record that
-breaks them cannot be allocated from sensibly: ``min_unit <= max_unit``,
-``max_unit <= total`` and ``allocation_ratio > 0``.
+This agent is stricter than Placement in two places, because a record that
+breaks them cannot be allocated from sensibly: ``min_unit <= max_unit`` and
+``allocation_ratio > 0``. ``max_unit`` above ``total`` is accepted: it is
+Placement's own default (2147483647) for providers other services create.
 """
 
 from __future__ import annotations
@@ -97,10 +98,6 @@ class Inventory:
         if self.min_unit > self.max_unit:
             raise InvalidInventory(
                 "min_unit", self.min_unit, f"must not exceed max_unit ({self.max_unit})", rc
-            )
-        if self.max_unit > self.total:
-            raise InvalidInventory(
-                "max_unit", self.max_unit, f"must not exceed total ({self.total})", rc
             )
         _check_int("used", self.used, 0, rc)
 

@@ -1,7 +1,8 @@
 """The agent's state directory (``[DEFAULT] state_path``).
 
-What lives there survives restarts: each compute node's UUID, and (later)
-the last state seen in Placement. Files are JSON, written atomically
+What lives there survives restarts: each compute node's UUID,
+the last state seen in Placement, the consumers the allocation audit knows,
+the last cycle's outcome. Files are JSON, written atomically
 (temporary file, fsync, rename) so a crash never leaves half a file; a file
 that cannot be read is reported and treated as absent, because everything
 in it can be found again in Placement.
@@ -24,6 +25,12 @@ COMPUTE_NODES_FILE = "compute_nodes.json"
 
 PLACEMENT_SEEN_FILE = "placement_seen.json"
 """``{nodename: [provider record, ...]}``: what Placement held after the last write."""
+
+CONSUMERS_FILE = "consumers.json"
+"""``{nodename: audit record}``: known instances, unknown consumers, allocations seen."""
+
+LAST_CYCLE_FILE = "last_cycle.json"
+"""The service's last cycle: when, how long, outcome per node (``compute-agent status``)."""
 
 
 def read_json(path: Path) -> Any | None:
@@ -117,3 +124,39 @@ class StateStore:
         doc = doc if isinstance(doc, dict) else {}
         doc[nodename] = records
         write_json(self.path / PLACEMENT_SEEN_FILE, doc)
+
+    def consumers(self, nodename: str) -> dict[str, Any] | None:
+        """The allocation audit's record of ``nodename`` (see :mod:`agent.audit`), or None.
+
+        ``{"instances": [consumer UUID], "unknown": {consumer UUID: first seen,
+        seconds since the epoch}, "held": {provider UUID: {consumer UUID:
+        {resource class: amount}}}, "generations": {provider UUID: generation}}``.
+        """
+        doc = read_json(self.path / CONSUMERS_FILE)
+        if not isinstance(doc, dict) or not isinstance(doc.get(nodename), dict):
+            return None
+        return doc[nodename]
+
+    def set_consumers(self, nodename: str, record: dict[str, Any]) -> None:
+        """Record the allocation audit's view of ``nodename``.
+
+        Raises:
+            OSError: the state directory is not writable.
+        """
+        doc = read_json(self.path / CONSUMERS_FILE)
+        doc = doc if isinstance(doc, dict) else {}
+        doc[nodename] = record
+        write_json(self.path / CONSUMERS_FILE, doc)
+
+    def last_cycle(self) -> dict[str, Any] | None:
+        """The outcome of the service's last cycle (``CycleOutcome.to_json``), or None."""
+        doc = read_json(self.path / LAST_CYCLE_FILE)
+        return doc if isinstance(doc, dict) else None
+
+    def set_last_cycle(self, record: dict[str, Any]) -> None:
+        """Record the outcome of a cycle, for ``compute-agent status``.
+
+        Raises:
+            OSError: the state directory is not writable.
+        """
+        write_json(self.path / LAST_CYCLE_FILE, record)

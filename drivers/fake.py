@@ -9,9 +9,10 @@ real hardware and real instances come and go.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oslo_config import cfg
 
@@ -19,6 +20,9 @@ from agent.exceptions import ConfigError, HostDescriptionError
 from drivers.base import ComputeDriver
 from drivers.fake_host import FakeNode, check_instances, load_host_description
 from drivers.records import Gpu, HostResources, Instance, PciDevice, SriovPF, normalize_pci_address
+
+if TYPE_CHECKING:
+    from agent.tracker import ResourceTracker
 
 
 class FakeDriver(ComputeDriver):
@@ -44,6 +48,9 @@ class FakeDriver(ComputeDriver):
         self.host_file = str(path)
         self._lock = threading.Lock()
         self._nodes: dict[str, FakeNode] = {}
+        # Set by whoever runs the tracker (tests): spawn/destroy then claim and
+        # give back through it, the path a real compute service takes.
+        self.tracker: ResourceTracker | None = None
         self.reload()
 
     def reload(self) -> None:
@@ -71,7 +78,12 @@ class FakeDriver(ComputeDriver):
             raise KeyError(f"node {nodename!r} is not in {self.host_file}") from None
 
     def get_host_resources(self, nodename: str) -> HostResources:
-        """The node's hardware as it is now (see :meth:`update_host`)."""
+        """The node's hardware as it is now (see :meth:`update_host`).
+
+        Waits ``[fake] discovery_delay`` seconds first, as slow discovery would.
+        """
+        if self.conf.fake.discovery_delay:
+            time.sleep(self.conf.fake.discovery_delay)
         with self._lock:
             return self._node(nodename).host
 
@@ -89,13 +101,14 @@ class FakeDriver(ComputeDriver):
         check_instances(host, instances, fail)
 
     def spawn(self, nodename: str, instance: Instance) -> None:
-        """Add an instance to a node.
+        """Add an instance to a node, claiming its resources first when a tracker is set.
 
         Raises:
             KeyError: unknown node.
             HostDescriptionError: the UUID is taken, or the instance names a
                 device, mdev or NUMA cell the node does not have, or one
                 already assigned.
+            CapacityExceeded: the tracker's claim failed; the instance is not added.
         """
         with self._lock:
             node = self._node(nodename)
@@ -105,19 +118,28 @@ class FakeDriver(ComputeDriver):
                         f"fake node {nodename}", "", f"instance {instance.uuid} already exists"
                     )
             self._check(nodename, node.host, [*node.instances.values(), instance])
+        # Outside the driver's lock: the claim lays the node out, which reads it.
+        if self.tracker is not None:
+            self.tracker.instance_claim(nodename, instance)
+        with self._lock:
             node.instances[instance.uuid] = instance
 
     def destroy(self, instance_uuid: str) -> Instance:
-        """Remove an instance wherever it runs; returns it.
+        """Remove an instance wherever it runs and give its claim back; returns it.
 
         Raises:
             KeyError: no such instance.
         """
         with self._lock:
-            for node in self._nodes.values():
-                if instance_uuid in node.instances:
-                    return node.instances.pop(instance_uuid)
-        raise KeyError(f"no instance {instance_uuid} on any fake node")
+            nodename = next(
+                (n for n, node in self._nodes.items() if instance_uuid in node.instances), None
+            )
+            if nodename is None:
+                raise KeyError(f"no instance {instance_uuid} on any fake node")
+            instance = self._nodes[nodename].instances.pop(instance_uuid)
+        if self.tracker is not None:
+            self.tracker.abort_instance_claim(nodename, instance)
+        return instance
 
     def update_host(self, nodename: str, **changes: Any) -> HostResources:
         """Change fields of a node's :class:`HostResources` (``memory_mb=...``, ``vcpus=...``).

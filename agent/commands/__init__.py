@@ -6,9 +6,12 @@ in the order ``--help`` shows.
 """
 
 COMMAND_MODULES: tuple[str, ...] = (
+    "agent.commands.run",
+    "agent.commands.status",
     "agent.commands.discover",
     "agent.commands.sync",
     "agent.commands.show",
     "agent.commands.placement_serve",
     "agent.commands.capture",
+    "agent.commands.reshape",
 )

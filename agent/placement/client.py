@@ -70,6 +70,8 @@ class PlacementClient:
         self.retry_max_wait = retry_max_wait
         self.extra_headers = dict(extra_headers or {})
         self.counts: Counter[tuple[str, str]] = Counter()
+        # (method, HTTP status or "transport"): what the metrics endpoint shows.
+        self.statuses: Counter[tuple[str, str]] = Counter()
         self._count_lock = threading.Lock()
         self._microversion: str | None = None
 
@@ -213,7 +215,11 @@ class PlacementClient:
                     raise_exc=False,
                 )
             except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.RequestTimeout) as exc:
+                with self._count_lock:
+                    self.statuses[(method, "transport")] += 1
                 raise _Retry(0, type(exc).__name__) from exc
+            with self._count_lock:
+                self.statuses[(method, str(resp.status_code))] += 1
             if resp.status_code in RETRY_STATUSES:
                 raise _Retry(resp.status_code, resp.text[:200])
             return resp

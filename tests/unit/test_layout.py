@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from agent.exceptions import ConfigError
-from agent.layout import LayoutPolicy, apply_layout, physnet_trait
+from agent.layout import OWNER_TRAIT, LayoutPolicy, apply_layout, physnet_trait
 from agent.provider_tree import ProviderTree, child_uuid
 from drivers.records import (
     Gpu,
@@ -88,7 +88,7 @@ def shape(tree: ProviderTree) -> dict[str, tuple[str | None, dict, set]]:
             rc: (i.total, i.reserved, i.max_unit, i.allocation_ratio)
             for rc, i in p.inventory.items()
         }
-        out[p.name] = (parent, inv, set(p.traits))
+        out[p.name] = (parent, inv, set(p.traits) - {OWNER_TRAIT})
     return out
 
 
@@ -197,7 +197,12 @@ def test_operator_traits_on_root_are_kept_and_managed_ones_replaced():
     t = build(host())
     t.add_traits("cn", "CUSTOM_GOLD", "HW_CPU_X86_SSE42")
     build(host(), POLICY, t)
-    assert t.data("cn").traits == {"CUSTOM_GOLD", "HW_CPU_X86_AVX2", "COMPUTE_ARCH_X86_64"}
+    assert t.data("cn").traits == {
+        "CUSTOM_GOLD",
+        "HW_CPU_X86_AVX2",
+        "COMPUTE_ARCH_X86_64",
+        OWNER_TRAIT,
+    }
 
 
 def test_aggregates_are_never_touched():
@@ -237,3 +242,35 @@ def test_reserved_beyond_total_names_the_option(field, value, option):
 def test_physnet_trait():
     assert physnet_trait("physnet1") == "CUSTOM_PHYSNET_PHYSNET1"
     assert physnet_trait("prov.net-2") == "CUSTOM_PHYSNET_PROV_NET_2"
+
+
+def test_every_laid_out_provider_carries_the_owner_trait():
+    tree = build(host(), replace(POLICY, model_numa=True))
+    assert len(tree) == 6
+    assert all(OWNER_TRAIT in p.traits for p in tree.all_data())
+
+
+def test_foreign_child_is_never_changed_or_removed_nor_its_parent():
+    """A network agent's provider under a NUMA cell, and one holding a name we want."""
+    numa = replace(POLICY, model_numa=True)
+    tree = build(host(), numa)
+    bw = str(uuid.uuid4())
+    tree.new_child("cn:ovs-agent", "cn_NUMA1", uuid=bw)
+    tree.update_inventory("cn:ovs-agent", {"NET_BW_EGR_KILOBIT_PER_SEC": {"total": 10_000}})
+    # Someone else's provider under the name of the GPU's, with other inventory.
+    gpu = tree.data("cn_pci_0000_af_00_0").uuid
+    tree.remove(gpu)
+    squatter = tree.new_child("cn_pci_0000_af_00_0", "cn_NUMA0")
+    tree.update_inventory("cn_pci_0000_af_00_0", {"CUSTOM_X": {"total": 1}})
+    # NUMA off: cells go away, except the one above the foreign provider.
+    apply_layout(tree, host(), POLICY)
+    assert tree.data(bw).parent_uuid == tree.data("cn_NUMA1").uuid
+    assert set(tree.data(bw).inventory) == {"NET_BW_EGR_KILOBIT_PER_SEC"}
+    assert OWNER_TRAIT not in tree.data(bw).traits
+    assert tree.data("cn_pci_0000_af_00_0").uuid == squatter
+    assert set(tree.data(squatter).inventory) == {"CUSTOM_X"}
+    assert not tree.exists("cn_NUMA0") or tree.data("cn_NUMA0").uuid == tree.data(
+        squatter
+    ).parent_uuid
+    # Our own providers did move: the PF is under the compute node now.
+    assert tree.data("cn_pci_0000_3b_00_0").parent_uuid == ROOT

@@ -30,7 +30,6 @@ REFUSED = [
     ({"total": 8, "reserved": 9}, "reserved"),
     ({"total": 8, "min_unit": 0}, "min_unit"),
     ({"total": 8, "max_unit": 0}, "max_unit"),
-    ({"total": 8, "max_unit": 9}, "max_unit"),
     ({"total": 8, "min_unit": 4, "max_unit": 2}, "min_unit"),
     ({"total": 8, "step_size": 0}, "step_size"),
     ({"total": 8, "step_size": MAX_INT + 1}, "step_size"),
@@ -56,6 +55,12 @@ def test_refused_values_name_the_field(fields, field):
     assert err.value.field == field
     assert f"{field}=" in str(err.value)
     assert "VCPU" in str(err.value)
+
+
+def test_max_unit_above_total_is_placements_default_and_accepted():
+    inv = Inventory.from_placement({"total": 8, "max_unit": MAX_INT})
+    assert inv.max_unit == MAX_INT
+    assert not inv.can_provide(9)  # capacity still bounds one allocation
 
 
 def test_max_unit_defaults_to_total():

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from agent.layout import OWNER_TRAIT
+
 from pathlib import Path
 
 from agent import config
@@ -32,6 +34,6 @@ def tree_of(conf) -> dict[str, dict]:
         out[p.name] = {
             "parent": parent,
             "inv": {rc: inv.total for rc, inv in p.inventory.items()},
-            "traits": set(p.traits),
+            "traits": set(p.traits) - {OWNER_TRAIT},
         }
     return out

@@ -1,0 +1,50 @@
+"""Options of the resource tracker and the service (``compute-agent run``)."""
+
+from __future__ import annotations
+
+from oslo_config import cfg
+
+DEFAULT_OPTS: list[cfg.Opt] = [
+    cfg.FloatOpt(
+        "update_jitter",
+        default=5.0,
+        min=0.0,
+        help="Up to this many seconds are added at random to each cycle's start, so a "
+        "fleet of agents restarted together does not reach Placement in step.",
+    ),
+    cfg.IntOpt(
+        "status_max_age",
+        min=1,
+        help="'compute-agent status' reports the last cycle as stale when it finished "
+        "more than this many seconds ago. Default: three times update_interval.",
+    ),
+]
+
+COMPUTE_OPTS: list[cfg.Opt] = [
+    cfg.IntOpt(
+        "remove_unknown_allocations_after",
+        default=0,
+        min=0,
+        help="Seconds after which the allocations of a consumer this agent never saw as "
+        "an instance (an instance still being built, a migration, another service's "
+        "consumer) are removed from this host's providers. 0, the default, never "
+        "removes them: only the allocations of instances that were on this host and "
+        "are gone are removed.",
+    ),
+]
+
+METRICS_OPTS: list[cfg.Opt] = [
+    cfg.StrOpt(
+        "listen",
+        default="127.0.0.1:9180",
+        help="ADDRESS:PORT where 'compute-agent run' serves Prometheus metrics at "
+        "/metrics (cycle duration and outcome, Placement requests by method and status, "
+        "providers, allocations written and deleted, last success time). Empty: no "
+        "metrics endpoint.",
+    ),
+]
+
+
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    """The tracker's and the service's options by group."""
+    return [("DEFAULT", DEFAULT_OPTS), ("compute", COMPUTE_OPTS), ("metrics", METRICS_OPTS)]

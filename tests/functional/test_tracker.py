@@ -1,0 +1,365 @@
+"""The resource tracker against a real Placement: cycles, allocation audit, claims.
+
+Placement is the real openstack-placement application in-process (the
+session's ``embedded`` fixture); every test uses its own nodename and its own
+instance UUIDs, because the database is shared by the session.
+"""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from dataclasses import replace
+from typing import ClassVar
+
+import pytest
+import requests
+
+from agent.exceptions import CapacityExceeded
+from agent.layout import OWNER_TRAIT
+from agent.report import ReportClient
+from agent.state import StateStore
+from agent.tracker import ResourceTracker
+from drivers.fake import FakeDriver
+from drivers.records import Flavor, Instance
+from tests.conftest import EXAMPLES, make_conf
+from tests.functional.conftest import HEADERS, http_get
+from tests.functional.test_sync import unique
+
+EXAMPLE_PREFIX = "4f7d1e2a-5b6c-4d8e-9f01-a2b3c4d5e6"
+PROJECT = "0c4e2f1a3b5d4c6e8f9a0b1c2d3e4f50"
+USER = "a1b2c3d4e5f60718293a4b5c6d7e8f90"
+
+
+class Setup:
+    """A fake node from examples/big-host.yaml with its own name and instance UUIDs."""
+
+    def __init__(self, tmp_path, embedded, driver_cls=FakeDriver, nodes=1, **groups) -> None:
+        self.nodename = unique("rt")
+        self.prefix = str(uuidlib.uuid4())[:-2]
+        text = (EXAMPLES / "big-host.yaml").read_text().replace(EXAMPLE_PREFIX, self.prefix)
+        body = text.split("nodes:\n", 1)[1]
+        parts = []
+        self.nodenames = []
+        for i in range(nodes):
+            name = self.nodename if i == 0 else f"{self.nodename}-{i}"
+            node_prefix = self.prefix if i == 0 else str(uuidlib.uuid4())[:-2]
+            parts.append(body.replace("big-host", name).replace(self.prefix, node_prefix))
+            self.nodenames.append(name)
+        path = tmp_path / "host.yaml"
+        path.write_text("nodes:\n" + "".join(parts))
+        groups.setdefault("numa", {"model_in_placement": True})
+        groups.setdefault("devices", {"enabled_mdev_types": ["nvidia-35", "nvidia-36"]})
+        self.conf = make_conf(tmp_path, **groups)
+        self.driver = driver_cls(self.conf, path)
+        self.client = embedded.client()
+        self.state = StateStore(tmp_path / "state")
+        self.report = ReportClient(self.client, self.state, sleep=lambda _s: None)
+        self.now = 1_000_000.0
+        self.tracker = ResourceTracker(
+            self.conf, self.driver, self.report, self.state, clock=lambda: self.now
+        )
+        self.driver.tracker = self.tracker
+        self.base = embedded.url
+
+    def inst(self, n: int) -> str:
+        return f"{self.prefix}{n:02d}"
+
+    def uuid(self, name: str) -> str:
+        return self.report.get_provider_tree_and_ensure_root(self.nodename).data(name).uuid
+
+    def held(self, consumer: str) -> dict[str, dict[str, int]]:
+        """``{provider name: resources}`` that Placement holds for ``consumer`` (plain HTTP)."""
+        body = http_get(self.base, f"/allocations/{consumer}")
+        names = {
+            p["uuid"]: p["name"]
+            for p in http_get(self.base, "/resource_providers")["resource_providers"]
+        }
+        return {names[rp]: a["resources"] for rp, a in body["allocations"].items()}
+
+    def cycle(self, startup: bool = False):
+        outcome = self.tracker.update_available_resource(startup)
+        return outcome
+
+
+@pytest.fixture
+def setup(tmp_path, embedded) -> Setup:
+    return Setup(tmp_path, embedded)
+
+
+def test_startup_on_empty_placement_writes_tree_and_every_allocation(setup):
+    s = setup
+    n = s.nodename
+    outcome = s.cycle(startup=True)
+    assert outcome.ok, outcome.summary()
+    (node,) = outcome.nodes
+    assert node.providers == 8 and node.created == 7
+    assert sorted(node.allocations_written) == [s.inst(i) for i in (1, 2, 3, 4)]
+    # vdi-1: 4 VCPU / 8 GiB pinned to cell 0, 40 GiB root, one mdev on GPU 0000:5e:00.0.
+    assert s.held(s.inst(1)) == {
+        f"{n}_NUMA0": {"VCPU": 4, "MEMORY_MB": 8192},
+        n: {"DISK_GB": 40},
+        f"{n}_pci_0000_5e_00_0": {"VGPU": 1},
+    }
+    assert s.held(s.inst(2))[f"{n}_pci_0000_5e_00_0"] == {"VGPU": 1}
+    # nfv-router: pinned over both cells, boot from volume (swap 2 GiB only), 3 VFs.
+    assert s.held(s.inst(3)) == {
+        f"{n}_NUMA0": {"PCPU": 4, "MEMORY_MB": 8192},
+        f"{n}_NUMA1": {"PCPU": 4, "MEMORY_MB": 8192},
+        n: {"DISK_GB": 2},
+        f"{n}_pci_0000_3b_00_0": {"SRIOV_NET_VF": 2},
+        f"{n}_pci_0000_d8_00_0": {"SRIOV_NET_VF": 1},
+    }
+    # storage-1: no NUMA affinity -> the cell with most free VCPU (cell 1: cell 0 has vdi-*).
+    assert s.held(s.inst(4)) == {
+        f"{n}_NUMA1": {"VCPU": 8, "MEMORY_MB": 32768},
+        n: {"DISK_GB": 180},
+        f"{n}_pci_0000_86_00_0": {"CUSTOM_PCI_8086_0A54": 1},
+    }
+    consumer = http_get(s.base, f"/allocations/{s.inst(4)}")
+    assert consumer["project_id"] == "3e5f7a9b1c2d4e6f8a0b2c4d6e8f0a1b"
+    assert consumer["consumer_type"] == "INSTANCE"
+    # Every provider is marked as the agent's.
+    for p in http_get(s.base, "/resource_providers", in_tree=s.uuid(n))["resource_providers"]:
+        traits = http_get(s.base, f"/resource_providers/{p['uuid']}/traits")["traits"]
+        assert OWNER_TRAIT in traits
+
+
+def test_steady_state_costs_one_request(setup):
+    s = setup
+    assert s.cycle(startup=True).ok
+    s.cycle()  # re-reads the providers whose generation our own writes moved
+    outcome = s.cycle()
+    assert outcome.ok and outcome.requests == 1
+    assert outcome.nodes[0].allocations_written == []
+
+
+def test_spawn_and_destroy_claim_and_give_back(setup):
+    s = setup
+    assert s.cycle(startup=True).ok
+    new = Instance(
+        str(uuidlib.uuid4()), PROJECT, USER, Flavor(2, 2048, root_gb=10), numa_cells=(1,)
+    )
+    s.driver.spawn(s.nodename, new)
+    assert s.held(new.uuid) == {
+        f"{s.nodename}_NUMA1": {"VCPU": 2, "MEMORY_MB": 2048},
+        s.nodename: {"DISK_GB": 10},
+    }
+    outcome = s.cycle()
+    assert new.uuid not in outcome.nodes[0].allocations_written  # already right
+    s.driver.destroy(new.uuid)
+    assert s.held(new.uuid) == {}
+    outcome = s.cycle()
+    assert outcome.ok and outcome.nodes[0].allocations_removed == []
+
+
+def test_claim_that_does_not_fit_names_the_class_and_writes_nothing(setup):
+    s = setup
+    assert s.cycle(startup=True).ok
+    big = Instance(
+        str(uuidlib.uuid4()), PROJECT, USER, Flavor(2, 10_000_000, root_gb=10), numa_cells=(0,)
+    )
+    with pytest.raises(CapacityExceeded) as err:
+        s.driver.spawn(s.nodename, big)
+    assert err.value.resource_class == "MEMORY_MB"
+    assert err.value.requested == 10_000_000
+    assert "MEMORY_MB" in str(err.value)
+    assert s.held(big.uuid) == {}
+    assert big.uuid not in {i.uuid for i in s.driver.list_instances(s.nodename)}
+
+
+def test_allocation_deleted_behind_the_agents_back_is_healed(setup):
+    s = setup
+    assert s.cycle(startup=True).ok
+    before = s.held(s.inst(3))
+    resp = requests.delete(f"{s.base}/allocations/{s.inst(3)}", headers=HEADERS, timeout=10)
+    assert resp.status_code == 204
+    outcome = s.cycle()
+    assert outcome.nodes[0].allocations_written == [s.inst(3)]
+    assert s.held(s.inst(3)) == before
+
+
+def put_allocation(base: str, consumer: str, rp: str, resources: dict[str, int]) -> None:
+    body = {
+        "allocations": {rp: {"resources": resources}},
+        "project_id": PROJECT,
+        "user_id": USER,
+        "consumer_generation": None,
+        "consumer_type": "MIGRATION",
+    }
+    resp = requests.put(f"{base}/allocations/{consumer}", json=body, headers=HEADERS, timeout=10)
+    assert resp.status_code == 204, resp.text
+
+
+def test_unknown_consumer_is_left_alone(setup):
+    s = setup
+    assert s.cycle(startup=True).ok
+    stranger = str(uuidlib.uuid4())
+    put_allocation(s.base, stranger, s.uuid(s.nodename), {"DISK_GB": 5})
+    for _ in range(2):
+        outcome = s.cycle()
+        assert outcome.nodes[0].unknown_consumers == [stranger]
+        s.now += 10_000
+    assert s.held(stranger) == {s.nodename: {"DISK_GB": 5}}
+
+
+def test_unknown_consumer_cleared_after_the_opt_in_grace_period(tmp_path, embedded):
+    s = Setup(tmp_path, embedded, compute={"remove_unknown_allocations_after": 600})
+    assert s.cycle(startup=True).ok
+    stranger = str(uuidlib.uuid4())
+    put_allocation(s.base, stranger, s.uuid(s.nodename), {"DISK_GB": 5})
+    assert s.cycle().nodes[0].unknown_consumers == [stranger]  # first seen now
+    s.now += 599
+    assert s.cycle().nodes[0].unknown_consumers == [stranger]
+    s.now += 2
+    outcome = s.cycle()
+    assert outcome.nodes[0].allocations_removed == [stranger]
+    assert s.held(stranger) == {}
+
+
+def test_known_consumers_survive_a_restart(setup, embedded):
+    """An instance gone while the agent was down still has its allocation removed."""
+    s = setup
+    assert s.cycle(startup=True).ok
+    s.driver.tracker = None  # destroyed behind the agent's back (it was not running)
+    s.driver.destroy(s.inst(2))
+    report = ReportClient(embedded.client(), s.state)
+    restarted = ResourceTracker(s.conf, s.driver, report, s.state)
+    outcome = restarted.update_available_resource(startup=True)
+    assert outcome.nodes[0].allocations_removed == [s.inst(2)]
+    assert s.held(s.inst(2)) == {}
+
+
+def test_instance_moved_away_keeps_its_allocations_elsewhere(setup):
+    """Only this host's part of a gone instance's allocations is removed."""
+    s = setup
+    assert s.cycle(startup=True).ok
+    other = unique("other-host")
+    resp = requests.post(
+        f"{s.base}/resource_providers", json={"name": other}, headers=HEADERS, timeout=10
+    )
+    other_uuid = resp.json()["uuid"]
+    requests.put(
+        f"{s.base}/resource_providers/{other_uuid}/inventories",
+        json={"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 8}}},
+        headers=HEADERS,
+        timeout=10,
+    ).raise_for_status()
+    current = http_get(s.base, f"/allocations/{s.inst(1)}")
+    body = {
+        "allocations": {
+            **{rp: {"resources": a["resources"]} for rp, a in current["allocations"].items()},
+            other_uuid: {"resources": {"VCPU": 1}},
+        },
+        "project_id": current["project_id"],
+        "user_id": current["user_id"],
+        "consumer_generation": current["consumer_generation"],
+        "consumer_type": "INSTANCE",
+    }
+    resp = requests.put(f"{s.base}/allocations/{s.inst(1)}", json=body, headers=HEADERS, timeout=10)
+    assert resp.status_code == 204, resp.text
+    s.driver.tracker = None
+    s.driver.destroy(s.inst(1))
+    outcome = s.cycle()
+    assert outcome.nodes[0].allocations_removed == [s.inst(1)]
+    assert s.held(s.inst(1)) == {other: {"VCPU": 1}}
+
+
+class FlakyDriver(FakeDriver):
+    """A fake driver whose discovery fails for the nodes listed in ``broken``."""
+
+    broken: ClassVar[set[str]] = set()
+
+    def get_host_resources(self, nodename: str):
+        if nodename in self.broken:
+            raise OSError(f"/sys/devices/system/node of {nodename}: Input/output error")
+        return super().get_host_resources(nodename)
+
+
+def test_one_failing_node_does_not_stop_the_other(tmp_path, embedded):
+    s = Setup(tmp_path, embedded, driver_cls=FlakyDriver, nodes=2)
+    good, bad = s.nodenames
+    s.driver.broken = {bad}
+    outcome = s.cycle(startup=True)
+    assert not outcome.ok
+    by_name = {n.nodename: n for n in outcome.nodes}
+    assert by_name[good].ok and by_name[good].created == 7
+    assert not by_name[bad].ok and "Input/output error" in by_name[bad].error
+    assert s.held(s.inst(1))  # the good node's instances got their allocations
+    s.driver.broken = set()
+    outcome = s.cycle(startup=True)
+    assert outcome.ok
+    assert {n.nodename: n.created for n in outcome.nodes}[bad] == 7
+
+
+def test_gpu_removed_while_allocated_stays_reserved_until_its_instances_go(setup):
+    s = setup
+    n = s.nodename
+    gpu = f"{n}_pci_0000_5e_00_0"
+    assert s.cycle(startup=True).ok
+    gpu_uuid = s.uuid(gpu)
+    s.driver.remove_device(n, "0000:5e:00.0")
+    outcome = s.cycle()
+    assert outcome.ok, outcome.summary()
+    assert outcome.nodes[0].retained == [gpu]
+    inv = http_get(s.base, f"/resource_providers/{gpu_uuid}/inventories")["inventories"]
+    assert inv["VGPU"]["reserved"] == inv["VGPU"]["total"] == 4
+    assert s.held(s.inst(1))[gpu] == {"VGPU": 1}  # nothing taken from under the instance
+    assert s.cycle().nodes[0].allocations_written == []  # and the audit leaves it so
+    s.driver.tracker = None
+    s.driver.destroy(s.inst(1))
+    s.cycle()
+    assert s.uuid(gpu) == gpu_uuid  # vdi-2 still holds one
+    s.driver.destroy(s.inst(2))
+    assert s.cycle().nodes[0].allocations_removed == [s.inst(2)]
+    outcome = s.cycle()  # the first cycle that finds the provider unused removes it
+    assert outcome.nodes[0].retained == []
+    assert not s.report.get_provider_tree_and_ensure_root(n).exists(gpu)
+    resp = requests.get(f"{s.base}/resource_providers/{gpu_uuid}", headers=HEADERS, timeout=10)
+    assert resp.status_code == 404
+
+
+def test_foreign_child_provider_is_never_changed_or_deleted(setup):
+    s = setup
+    assert s.cycle(startup=True).ok
+    body = {"name": f"{s.nodename}:ovs-agent", "parent_provider_uuid": s.uuid(s.nodename)}
+    resp = requests.post(f"{s.base}/resource_providers", json=body, headers=HEADERS, timeout=10)
+    foreign = resp.json()["uuid"]
+    requests.put(
+        f"{s.base}/resource_providers/{foreign}/inventories",
+        json={
+            "resource_provider_generation": 0,
+            "inventories": {"NET_BW_EGR_KILOBIT_PER_SEC": {"total": 10_000_000}},
+        },
+        headers=HEADERS,
+        timeout=10,
+    ).raise_for_status()
+    before = http_get(s.base, f"/resource_providers/{foreign}")
+    for _ in range(2):
+        assert s.cycle().ok
+    after = http_get(s.base, f"/resource_providers/{foreign}")
+    assert after["generation"] == before["generation"]
+    traits = http_get(s.base, f"/resource_providers/{foreign}/traits")["traits"]
+    assert traits == []
+
+
+def test_capacity_check_uses_current_usage(setup):
+    """A claim that fits the inventory but not what is left after the other instances."""
+    s = setup
+    assert s.cycle(startup=True).ok
+    cell0 = s.uuid(f"{s.nodename}_NUMA0")
+    inv = http_get(s.base, f"/resource_providers/{cell0}/inventories")["inventories"]
+    capacity = inv["MEMORY_MB"]["total"] - inv["MEMORY_MB"]["reserved"]
+    used = http_get(s.base, f"/resource_providers/{cell0}/usages")["usages"]["MEMORY_MB"]
+    assert used == 3 * 8192
+    fits = Instance(
+        str(uuidlib.uuid4()), PROJECT, USER, Flavor(1, capacity - used), (), False, (0,)
+    )
+    s.driver.spawn(s.nodename, fits)
+    one_more = replace(fits, uuid=str(uuidlib.uuid4()), flavor=Flavor(1, 1))
+    with pytest.raises(CapacityExceeded) as err:
+        s.driver.spawn(s.nodename, one_more)
+    assert (err.value.resource_class, err.value.used, err.value.capacity) == (
+        "MEMORY_MB",
+        capacity,
+        capacity,
+    )
