@@ -4,30 +4,39 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test lint bench clean sample-config
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	# libvirt-python builds against the system library: its headers and pkg-config first.
+	pkg-config --exists libvirt 2>/dev/null || { apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libvirt-dev pkg-config; } >/dev/null
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-# The main job: sync the big example host into the embedded placement, then show it.
+# The main job: one start-up cycle of the service on this machine's real hardware
+# (host driver) against the embedded placement, then Placement's view of it.
 run: install
-	$(BIN)/compute-agent sync --once --config examples/compute-agent.conf \
-	    --driver fake --fake-host examples/big-host.yaml
-	$(BIN)/compute-agent show --config examples/compute-agent.conf \
-	    --driver fake --fake-host examples/big-host.yaml
+	$(BIN)/compute-agent run --once --config examples/this-host.conf --driver host
+	$(BIN)/compute-agent show --config examples/this-host.conf --driver host
 
 test: install
+	# systemd-analyze verifies systemd/compute-agent.service (tests/unit/test_systemd.py skips without it).
+	command -v systemd-analyze >/dev/null || { apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd; } >/dev/null
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# The example configuration, generated from the options in the code (a test checks it is current).
+sample-config: install
+	$(BIN)/oslo-config-generator --config-file systemd/compute-agent-config-generator.conf
 
 # Benchmarks print figures; they are not timed tests.
 bench: install

@@ -13,12 +13,14 @@ failing later, mid-cycle. :func:`list_opts` feeds ``oslo-config-generator``.
 from __future__ import annotations
 
 import importlib
+import re
 import socket
 from collections.abc import Sequence
 
 from oslo_config import cfg
 
 from agent.exceptions import ConfigError
+from agent.names import is_standard_resource_class
 
 DEFAULT_OPTS: list[cfg.Opt] = [
     cfg.StrOpt(
@@ -109,6 +111,15 @@ COMPUTE_OPTS: list[cfg.Opt] = [
         "'fake' (a host description file, for tests and labs). "
         "'host' reports this machine's real hardware (sysfs, /proc, udev) with no instances.",
     ),
+    cfg.ListOpt(
+        "resource_class_renames",
+        default=[],
+        help="Resource classes to report under a new name, as OLD:NEW pairs, e.g. "
+        "CUSTOM_NVME:PCI_DEVICE. OLD must be a CUSTOM_ class; NEW a standard class "
+        "(os-resource-classes) or another CUSTOM_ class. The layout reports NEW wherever "
+        "it would report OLD, and at start-up the inventories and the allocations held "
+        "under OLD are moved to NEW in one POST /reshaper (docs/reshape.md).",
+    ),
 ]
 
 NUMA_OPTS: list[cfg.Opt] = [
@@ -136,6 +147,13 @@ FAKE_OPTS: list[cfg.Opt] = [
         "host_file",
         help="Host description (YAML) the fake driver reports; see docs/fake-host.md.",
     ),
+    cfg.FloatOpt(
+        "discovery_delay",
+        default=0.0,
+        min=0.0,
+        help="Seconds the fake driver waits before reporting a node's hardware, to play "
+        "a host whose discovery is slow (tests of the service's shutdown mid-cycle).",
+    ),
 ]
 
 _CORE_GROUPS: list[tuple[str, list[cfg.Opt]]] = [
@@ -146,7 +164,12 @@ _CORE_GROUPS: list[tuple[str, list[cfg.Opt]]] = [
     ("fake", FAKE_OPTS),
 ]
 
-OPTION_MODULES: tuple[str, ...] = ("agent.placement.options", "drivers.host.options")
+OPTION_MODULES: tuple[str, ...] = (
+    "agent.placement.options",
+    "agent.service_options",
+    "drivers.host.options",
+    "drivers.libvirt.options",
+)
 """Modules whose ``list_opts()`` adds options (a driver owns its own options)."""
 
 
@@ -162,6 +185,29 @@ def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
         for group, opts in source:
             merged.setdefault(group, []).extend(opts)
     return list(merged.items())
+
+
+def list_sample_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    """:func:`list_opts` plus the ``password`` auth plugin's options, for the sample file.
+
+    keystoneauth registers a plugin's options (``auth_url``, ``username``,
+    ``password`` ...) only when the plugin is loaded, and ``auth_url`` is
+    required there; registering them up front would make every configuration
+    without Keystone (the embedded placement) invalid. The generated sample
+    still has to show operators the common ``auth_type = password`` block.
+    """
+    from keystoneauth1 import loading as ks_loading
+
+    out = []
+    for group, opts in list_opts():
+        if group == "placement":
+            seen = {o.dest for o in opts}
+            extra = [
+                o for o in ks_loading.get_auth_plugin_conf_options("password") if o.dest not in seen
+            ]
+            opts = [*opts, *extra]
+        out.append((group, opts))
+    return out
 
 
 def new_conf() -> cfg.ConfigOpts:
@@ -197,6 +243,7 @@ def validate(conf: cfg.ConfigOpts) -> None:
                     f"[DEFAULT] {opt_name}: invalid value {value}: an allocation ratio "
                     "must be greater than 0"
                 )
+    resource_class_renames(conf)
 
 
 def load(
@@ -234,6 +281,48 @@ def load(
                 raise ConfigError(f"[{group}] {name}: {exc}") from None
     validate(conf)
     return conf
+
+
+def resource_class_renames(conf: cfg.ConfigOpts) -> dict[str, str]:
+    """``[compute] resource_class_renames`` as ``{OLD: NEW}``.
+
+    Rule (reshape-provider-tree.txt, third use case): a driver's custom class
+    that joined the standard set moves to the standard name. OLD must be a
+    legal ``CUSTOM_`` name; NEW a standard class of os-resource-classes or a
+    legal ``CUSTOM_`` name; no OLD twice, no NEW that is also an OLD (no chains).
+
+    Raises:
+        ConfigError: naming ``[compute] resource_class_renames`` and the bad entry.
+    """
+    custom = re.compile(r"^CUSTOM_[A-Z0-9_]+$")
+    out: dict[str, str] = {}
+
+    def bad(entry: str, reason: str) -> ConfigError:
+        return ConfigError(
+            f"[compute] resource_class_renames: invalid entry {entry!r}: {reason}; write "
+            "OLD:NEW pairs separated by commas, e.g. CUSTOM_NVME:PCI_DEVICE"
+        )
+
+    for entry in conf.compute.resource_class_renames:
+        old, sep, new = (part.strip() for part in entry.partition(":"))
+        if not sep or not old or not new:
+            raise bad(entry, "expected OLD:NEW")
+        if not custom.match(old):
+            raise bad(entry, f"{old} is not a CUSTOM_ resource class (CUSTOM_[A-Z0-9_]+)")
+        if not (is_standard_resource_class(new) or custom.match(new)):
+            raise bad(entry, f"{new} is neither a standard resource class nor a CUSTOM_ name")
+        if old == new:
+            raise bad(entry, "OLD and NEW are the same")
+        if old in out:
+            raise bad(entry, f"{old} is renamed twice")
+        out[old] = new
+    chained = sorted(set(out) & set(out.values()))
+    if chained:
+        raise ConfigError(
+            f"[compute] resource_class_renames: {chained[0]} is both renamed and a new name; "
+            "give each OLD its final NEW directly"
+        )
+    return out
 
 
 def allocation_ratio(conf: cfg.ConfigOpts, kind: str) -> float | None:

@@ -98,6 +98,7 @@ class Service:
         self._stack = contextlib.ExitStack()
         self._stop = threading.Event()
         self._started_ok = False
+        self._ready_sent = False
         self._reload_requested = False
         self._early_requested = False
         self._running_since: float | None = None
@@ -227,6 +228,11 @@ class Service:
         if outcome.ok:
             self._started_ok = True
         self._record(outcome)
+        if not self._ready_sent:
+            # READY after the start-up cycle (and any reshape) is done: systemd's
+            # TimeoutStartSec then covers it, and "active" means Placement is in step.
+            self._ready_sent = True
+            self.notifier.ready()
         return outcome
 
     def _record(self, outcome: CycleOutcome, fatal: bool = False) -> None:
@@ -303,7 +309,6 @@ class Service:
         )
         self._scheduler = scheduler
         scheduler.start()
-        self.notifier.ready()
         LOG.info(
             "compute-agent running: a cycle every %d s (+ up to %.0f s)",
             self.conf.update_interval,

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 DRIVERS: dict[str, str] = {
     "fake": "drivers.fake:FakeDriver",
     "host": "drivers.host:HostDriver",
+    "libvirt": "drivers.libvirt:LibvirtDriver",
 }
 """Driver name (``[compute] driver``) -> ``module:Class``."""
 

@@ -47,6 +47,11 @@ def add_driver_args(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="host driver: read sys/ and proc/ below DIR (overrides [host_driver] sysfs_root)",
     )
+    parser.add_argument(
+        "--libvirt-uri",
+        metavar="URI",
+        help="libvirt driver: connect to URI (overrides [libvirt] connection_uri)",
+    )
 
 
 def overrides_from_args(args: argparse.Namespace) -> dict[str, dict[str, object]]:
@@ -58,6 +63,8 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, dict[str, object]
         overrides.setdefault("fake", {})["host_file"] = args.fake_host
     if getattr(args, "sysfs_root", None):
         overrides.setdefault("host_driver", {})["sysfs_root"] = args.sysfs_root
+    if getattr(args, "libvirt_uri", None):
+        overrides.setdefault("libvirt", {})["connection_uri"] = args.libvirt_uri
     return overrides
 
 

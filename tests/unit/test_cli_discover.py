@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from agent.cli import main
+from agent.layout import OWNER_TRAIT
 from agent.provider_tree import child_uuid, default_root_uuid
 from agent.state import StateStore
-from agent.layout import OWNER_TRAIT
 from tests.conftest import EXAMPLES, REPO
 
 SMALL_ROOT = default_root_uuid("small-host")

@@ -1,11 +1,10 @@
 from __future__ import annotations
 
-from agent.layout import OWNER_TRAIT
-
 from pathlib import Path
 
 from agent import config
 from agent.discovery import discover_node
+from agent.layout import OWNER_TRAIT
 from agent.provider_tree import ProviderTree
 from drivers.host import HostDriver
 

@@ -1,0 +1,13 @@
+"""The libvirt driver: a KVM hypervisor's host and domains, through libvirt-python.
+
+One module per job: :mod:`~drivers.libvirt.connection` (open, reconnect,
+errors), :mod:`~drivers.libvirt.capabilities` (NUMA cells, CPU),
+:mod:`~drivers.libvirt.nodedev` (PCI, SR-IOV, mdev), :mod:`~drivers.libvirt.domain`
+(what a domain holds), :mod:`~drivers.libvirt.metadata` (owner and flavor),
+:mod:`~drivers.libvirt.driver` (records from all of these). Nothing here
+knows of Placement.
+"""
+
+from drivers.libvirt.driver import LibvirtDriver
+
+__all__ = ["LibvirtDriver"]

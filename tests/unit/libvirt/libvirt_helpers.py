@@ -1,0 +1,85 @@
+"""Shared helpers of the libvirt driver tests: configuration, trees and allocations.
+
+Every test runs the real libvirt library through its test driver
+(``test:///abs/path/host.xml``, in-process, no daemon).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent import config, layout
+from agent.provider_tree import ProviderTree
+from drivers.libvirt import LibvirtDriver
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+LIBVIRT = FIXTURES / "libvirt"
+SYSFS = FIXTURES / "sysfs"
+ROOT_UUID = "00000000-0000-0000-0000-0000000000c1"
+# The layout marks providers it made with an ownership trait; not hardware.
+OWNED = {t for t in (getattr(layout, "OWNER_TRAIT", None),) if t}
+
+
+def uri(fixture: str) -> str:
+    """The test driver URI of a fixture's host file."""
+    return f"test://{LIBVIRT / fixture / 'host.xml'}"
+
+
+def make_conf(tmp_path: Path, fixture: str | None, **groups: dict[str, object]):
+    """A loaded configuration for ``fixture`` (its capabilities file when it has one)."""
+    overrides: dict[str, dict[str, object]] = {
+        "DEFAULT": {"host": "cn1", "state_path": str(tmp_path), "reserved_host_memory_mb": 0},
+        "compute": {"driver": "libvirt", "instances_path": str(tmp_path / "instances")},
+        "libvirt": {"reconnect_attempts": 2, "reconnect_min_delay": 0.0},
+    }
+    if fixture is not None:
+        overrides["libvirt"]["connection_uri"] = uri(fixture)
+        caps = LIBVIRT / fixture / "capabilities.xml"
+        if caps.exists():
+            overrides["libvirt"]["capabilities_file"] = str(caps)
+    for group, values in groups.items():
+        overrides.setdefault(group, {}).update(values)
+    return config.load([], overrides)
+
+
+def laid_out(driver) -> ProviderTree:
+    """A tree with the root created, after ``driver.update_provider_tree``."""
+    tree = ProviderTree()
+    tree.new_root("cn1", ROOT_UUID)
+    driver.update_provider_tree(tree, "cn1")
+    return tree
+
+
+def tree_view(tree: ProviderTree) -> dict[str, dict]:
+    """{name: {"parent", "inv": {rc: (total, reserved, max_unit, ratio)}, "traits"}}"""
+    out = {}
+    for p in tree.all_data():
+        out[p.name] = {
+            "parent": tree.data(p.parent_uuid).name if p.parent_uuid else None,
+            "inv": {
+                rc: (i.total, i.reserved, i.max_unit, i.allocation_ratio)
+                for rc, i in p.inventory.items()
+            },
+            "traits": set(p.traits) - OWNED,
+        }
+    return out
+
+
+def allocations_by_name(driver, tree: ProviderTree) -> dict[str, dict]:
+    """``expected_allocations`` with provider UUIDs replaced by provider names."""
+    names = {p.uuid: p.name for p in tree.all_data()}
+    out = {}
+    for consumer, record in driver.expected_allocations(tree, "cn1").items():
+        out[consumer] = {
+            "allocations": {
+                names[rp]: body["resources"] for rp, body in record["allocations"].items()
+            },
+            "project_id": record["project_id"],
+            "user_id": record["user_id"],
+        }
+    return out
+
+
+def libvirt_driver(tmp_path: Path, fixture: str | None, **groups) -> LibvirtDriver:
+    """A :class:`LibvirtDriver` on ``fixture``."""
+    return LibvirtDriver(make_conf(tmp_path, fixture, **groups))
