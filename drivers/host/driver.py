@@ -6,10 +6,13 @@ libvirt driver reuses the same collectors for its hardware half.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from oslo_config import cfg
 
 from drivers.base import ComputeDriver
 from drivers.host.discovery import Discovery, discover_host
+from drivers.host.hotplug import HotplugMonitor
 from drivers.host.settings import HostSettings, settings_from_conf
 from drivers.records import HostResources, Instance
 
@@ -53,6 +56,25 @@ class HostDriver(ComputeDriver):
         """What the host has right now (a fresh discovery on every call)."""
         self._check(nodename)
         return self.discover().resources
+
+    def watch(self, callback: Callable[[], None]) -> HotplugMonitor | None:
+        """Call ``callback`` (debounced) when udev reports PCI, network or mdev devices changing.
+
+        The service uses it to run a cycle early after hot-plug. Nothing is
+        watched when ``[host_driver] sysfs_root`` is not ``/`` (a captured
+        tree does not change).
+
+        Returns:
+            The started monitor (call ``stop()`` on it), or None.
+
+        Raises:
+            OSError: udev's netlink socket cannot be opened.
+        """
+        if self.settings.sysfs_root != "/":
+            return None
+        monitor = HotplugMonitor(callback, self.settings.hotplug_debounce)
+        monitor.start()
+        return monitor
 
     def list_instances(self, nodename: str) -> list[Instance]:
         """Always empty: this driver manages hardware, not instances."""

@@ -1,0 +1,111 @@
+"""The service's scheduling in-process: early cycles, hot-plug, one cycle at a time.
+
+The service runs in a thread (no signal handlers) on the session's embedded
+Placement, with the fake driver under its own nodename.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from agent import config as agent_config
+from agent.commands.common import EXIT_OK
+from agent.service import Service
+from drivers.fake import FakeDriver
+from drivers.host.hotplug import HotplugMonitor
+from tests.functional.test_sync import host_file, unique
+
+
+class WatchedFakeDriver(FakeDriver):
+    """The fake driver with the host driver's udev monitor, fed events by the test.
+
+    ``start()`` (netlink) is not called: the test hands the monitor udev
+    device records itself, which is the monitor's only input.
+    """
+
+    monitors: list[HotplugMonitor] = []  # noqa: RUF012 - shared with the test on purpose
+    active = 0
+    overlap = False
+
+    def watch(self, callback):
+        monitor = HotplugMonitor(callback, delay=0.05)
+        self.monitors.append(monitor)
+        return monitor
+
+    def get_host_resources(self, nodename):
+        cls = type(self)
+        cls.active += 1
+        cls.overlap = cls.overlap or cls.active > 1
+        try:
+            time.sleep(0.2)
+            return super().get_host_resources(nodename)
+        finally:
+            cls.active -= 1
+
+
+@pytest.fixture
+def service(tmp_path, embedded):
+    nodename = unique("svc")
+    path = host_file(tmp_path, nodename)
+    ini = tmp_path / "c.conf"
+    ini.write_text(
+        f"[DEFAULT]\nstate_path = {tmp_path / 'state'}\nupdate_interval = 3600\n"
+        "update_jitter = 0\n[compute]\ndriver = fake\n[metrics]\nlisten =\n"
+        f"[fake]\nhost_file = {path}\n"
+        # the in-process placement of the session, reached as the service would reach a
+        # remote one (its interceptor is installed for the whole session)
+        f"[placement]\nauth_type = admin_token\nendpoint = {embedded.url}\ntoken = admin\n"
+        "noauth_roles = admin,service\n"
+    )
+    WatchedFakeDriver.monitors = []
+    svc = Service(
+        lambda: agent_config.load([str(ini)]),
+        driver_factory=lambda conf: WatchedFakeDriver(conf),
+        install_signals=False,
+    )
+    result = {}
+    thread = threading.Thread(target=lambda: result.setdefault("code", svc.run()), daemon=True)
+    thread.start()
+    yield SimpleNamespace(svc=svc, thread=thread, result=result)
+    svc.stop()
+    thread.join(timeout=30)
+
+
+def wait_cycles(svc: Service, n: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while svc.cycles < n:
+        assert time.monotonic() < deadline, f"only {svc.cycles} cycles, wanted {n}"
+        time.sleep(0.05)
+
+
+def test_request_cycle_runs_one_early_and_stop_returns_0(service):
+    wait_cycles(service.svc, 1)
+    assert service.svc.last_outcome.ok and service.svc.last_outcome.startup
+    service.svc.request_cycle()
+    wait_cycles(service.svc, 2)
+    assert not service.svc.last_outcome.startup
+    service.svc.stop()
+    service.thread.join(timeout=30)
+    assert service.result["code"] == EXIT_OK
+
+
+def test_udev_events_run_one_early_cycle_and_never_two_at_once(service):
+    wait_cycles(service.svc, 1)
+    (monitor,) = WatchedFakeDriver.monitors
+    event = SimpleNamespace(action="add", subsystem="pci", sys_name="0000:3b:02.0")
+    for _ in range(20):  # a burst, as when a PF creates its VFs
+        monitor.handle(event)
+    wait_cycles(service.svc, 2)
+    time.sleep(0.5)
+    assert service.svc.cycles == 2  # the burst was debounced into one cycle
+    # Requests during a running cycle: run once more right after it, not alongside.
+    service.svc.request_cycle()
+    time.sleep(0.05)
+    service.svc.request_cycle()
+    service.svc.request_cycle()
+    wait_cycles(service.svc, 4)
+    assert not WatchedFakeDriver.overlap
