@@ -48,6 +48,10 @@ _FLAG_ALIASES = {
     "vpclmulqdq": "AVX512VPCLMULQDQ",
 }
 _VENDOR_PREFIX = {"GenuineIntel": "INTEL_", "AuthenticAMD": "AMD_"}
+# Vendor-specific renames: Intel's CPUID.7.EDX[26] "IBRS and IBPB" is the
+# feature libvirt calls spec-ctrl (os-traits INTEL_SPEC_CTRL); the kernel
+# hides its own spec_ctrl flag and shows "ibrs" for it.
+_VENDOR_FLAG_ALIASES = {("GenuineIntel", "ibrs"): "INTEL_SPEC_CTRL"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +103,7 @@ def cpu_flag_traits(flags: Iterable[str], vendor: str = "") -> frozenset[str]:
     prefix = _VENDOR_PREFIX.get(vendor, "")
     out = set()
     for flag in flags:
-        base = _FLAG_ALIASES.get(flag, flag.upper())
+        base = _VENDOR_FLAG_ALIASES.get((vendor, flag)) or _FLAG_ALIASES.get(flag, flag.upper())
         for candidate in (base, base.replace("_", ""), prefix + base if prefix else ""):
             if candidate and _X86_PREFIX + candidate in _X86_TRAITS:
                 out.add(_X86_PREFIX + candidate)
