@@ -272,24 +272,17 @@ class AllocationAudit:
         owned: set[str],
         keep: set[str] | frozenset[str],
     ) -> None:
-        current = self.report.client.get("/allocations/{consumer}", consumer=consumer)
-        merged = {
-            rp: dict(a["resources"])
-            for rp, a in (current.get("allocations") or {}).items()
-            if rp not in owned or rp in keep
-        }
-        for rp, a in want["allocations"].items():
-            if rp in keep:
-                continue
-            merged[rp] = dict(a["resources"])
-        self.report.put_allocations(
-            consumer,
-            merged,
-            want["project_id"],
-            want["user_id"],
-            want.get("consumer_type") or CONSUMER_TYPE,
-            current=current,
-        )
+        """Write ``want`` on this host's providers, keeping what the consumer holds elsewhere."""
+
+        def edit(held: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+            merged = {rp: r for rp, r in held.items() if rp not in owned or rp in keep}
+            for rp, a in want["allocations"].items():
+                if rp not in keep:
+                    merged[rp] = dict(a["resources"])
+            return merged
+
+        owner = (want["project_id"], want["user_id"], want.get("consumer_type") or CONSUMER_TYPE)
+        self.report.edit_allocations(consumer, edit, owner)
 
     def forget_instance(self, nodename: str, consumer: str) -> None:
         """Drop ``consumer`` from the known instances (after its claim was aborted)."""

@@ -661,7 +661,6 @@ class ReportClient:
         project_id: str,
         user_id: str,
         consumer_type: str = CONSUMER_TYPE,
-        current: dict[str, Any] | None = None,
     ) -> None:
         """Replace a consumer's allocations, honouring its consumer generation.
 
@@ -672,32 +671,72 @@ class ReportClient:
             project_id: owning project.
             user_id: owning user.
             consumer_type: e.g. ``INSTANCE`` (microversion 1.38).
-            current: the consumer's ``GET /allocations/{consumer}`` body when
-                the caller has just read it; read here otherwise (and again
-                after a generation conflict).
 
         Raises:
             GenerationConflict: still conflicting after the retries.
             Conflict: the allocation does not fit ("Unable to allocate inventory").
         """
+        self.edit_allocations(
+            consumer, lambda _held: allocations, (project_id, user_id, consumer_type)
+        )
+
+    def edit_allocations(
+        self,
+        consumer: str,
+        edit: Callable[[dict[str, dict[str, int]]], dict[str, dict[str, int]] | None],
+        owner: tuple[str, str, str] | None = None,
+    ) -> bool:
+        """Read ``consumer``'s allocations, let ``edit`` decide the new ones, write them.
+
+        The write carries the consumer generation of the read; after a
+        generation conflict (someone else changed the consumer meanwhile) the
+        consumer is read again and ``edit`` applied again, so a concurrent
+        change is never overwritten with stale data.
+
+        Args:
+            consumer: the consumer UUID.
+            edit: ``{provider: {rc: amount}}`` held now -> what to write, or
+                None for "nothing to do". Called once per attempt.
+            owner: ``(project_id, user_id, consumer_type)`` to write; default:
+                the consumer's own (required when Placement does not know it).
+
+        Returns:
+            True when allocations were written, False when ``edit`` returned
+            None or the consumer vanished meanwhile.
+
+        Raises:
+            GenerationConflict: still conflicting after the retries.
+            Conflict: the allocations do not fit ("Unable to allocate inventory").
+        """
         for attempt in range(self.conflict_retries + 1):
-            if current is None:
-                current = self.client.get("/allocations/{consumer}", consumer=consumer)
+            current = self.client.get("/allocations/{consumer}", consumer=consumer)
+            allocations = current.get("allocations") or {}
+            held = {rp: dict(a["resources"]) for rp, a in allocations.items()}
+            wanted = edit(held)
+            if wanted is None:
+                return False
+            project, user, ctype = owner or (
+                current["project_id"],
+                current["user_id"],
+                current.get("consumer_type") or CONSUMER_TYPE,
+            )
             body = {
-                "allocations": {rp: {"resources": r} for rp, r in allocations.items()},
-                "project_id": project_id,
-                "user_id": user_id,
+                "allocations": {rp: {"resources": r} for rp, r in wanted.items()},
+                "project_id": project,
+                "user_id": user,
                 "consumer_generation": current.get("consumer_generation"),
-                "consumer_type": consumer_type,
+                "consumer_type": ctype,
             }
             try:
                 self.client.put("/allocations/{consumer}", consumer=consumer, json=body)
-                return
+                return True
+            except NotFound:
+                return False
             except GenerationConflict:
                 if attempt == self.conflict_retries:
                     raise
-                current = None
                 self._sleep(random.uniform(0, 0.1 * 2**attempt))
+        return False
 
     def delete_allocations(self, consumer: str) -> bool:
         """Remove every allocation of ``consumer``; a consumer Placement does not know is fine.
@@ -708,22 +747,7 @@ class ReportClient:
         Returns:
             True when allocations were removed, False when there were none.
         """
-        current = self.client.get("/allocations/{consumer}", consumer=consumer)
-        if not current.get("allocations"):
-            return False
-        try:
-            self.put_allocations(
-                consumer,
-                {},
-                current["project_id"],
-                current["user_id"],
-                current.get("consumer_type") or CONSUMER_TYPE,
-                current=current,
-            )
-        except NotFound:
-            return False
-        return True
-
+        return self.edit_allocations(consumer, lambda held: {} if held else None)
 
     def remove_allocations_from(self, consumer: str, providers: set[str]) -> bool:
         """Remove ``consumer``'s allocations on ``providers``, keeping the rest.
@@ -743,28 +767,13 @@ class ReportClient:
         Raises:
             GenerationConflict: the consumer kept changing under us.
         """
-        for attempt in range(self.conflict_retries + 1):
-            current = self.client.get("/allocations/{consumer}", consumer=consumer)
-            held = current.get("allocations") or {}
+
+        def edit(held: dict[str, dict[str, int]]) -> dict[str, dict[str, int]] | None:
             if not set(held) & providers:
-                return False
-            kept = {rp: dict(a["resources"]) for rp, a in held.items() if rp not in providers}
-            try:
-                self.put_allocations(
-                    consumer,
-                    kept,
-                    current["project_id"],
-                    current["user_id"],
-                    current.get("consumer_type") or CONSUMER_TYPE,
-                    current=current,
-                )
-                return True
-            except NotFound:
-                return False
-            except GenerationConflict:
-                if attempt == self.conflict_retries:
-                    raise
-        return False
+                return None
+            return {rp: r for rp, r in held.items() if rp not in providers}
+
+        return self.edit_allocations(consumer, edit)
 
     def provider_allocations(self, uuid: str) -> dict[str, dict[str, int]]:
         """``GET /resource_providers/{uuid}/allocations`` as ``{consumer: {rc: amount}}``."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import threading
 from types import FrameType
 
 from agent.commands.common import EXIT_OK, add_config_args, load_conf
@@ -32,17 +33,19 @@ def run(args: argparse.Namespace) -> int:
     server = make_server(conf.state_path, args.host, args.port)
 
     def stop(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
+        # shutdown() waits for serve_forever to notice, so it cannot run in the
+        # handler (same thread). An exception raised here instead could land
+        # inside a request and be swallowed by the WSGI stack, never stopping.
+        threading.Thread(target=server.shutdown, daemon=True).start()
 
     signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     print(
         f"serving {database_url(conf.state_path)} on http://{args.host}:{server.server_port}",
         flush=True,
     )
     try:
         server.serve_forever()
-    except KeyboardInterrupt:
-        pass
     finally:
         server.server_close()
     sys.stdout.flush()
