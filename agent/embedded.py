@@ -8,7 +8,8 @@ created on first use. :func:`serve` offers the same database over real HTTP
 on loopback, for ``openstack resource provider ...`` and for tests.
 
 Placement's database engine is configured once per process (its
-enginefacade is global), so one process serves one database file.
+enginefacade is global), so one process serves one database: the embedded
+file, or (offline tools) the database URL given by :func:`placement_app_for_url`.
 """
 
 from __future__ import annotations
@@ -53,8 +54,30 @@ def placement_app(state_path: str | Path) -> Callable[..., Any]:
     Raises:
         ConfigError: this process already serves another database file.
     """
+    Path(state_path).mkdir(parents=True, exist_ok=True)
+    return placement_app_for_url(database_url(state_path), create_schema=True)
+
+
+def placement_app_for_url(url: str, create_schema: bool = False) -> Callable[..., Any]:
+    """The Placement WSGI application on the database at ``url`` (any SQLAlchemy URL).
+
+    For the offline tools (``compute-agent reshape --placement-db URL``): the
+    database of a stopped Placement service, used in-process as placement's
+    own ``PlacementDirect`` does (reshape-provider-tree.txt, "Direct
+    Interface to Placement").
+
+    Args:
+        url: e.g. ``sqlite:////var/lib/placement/placement.sqlite`` or
+            ``mysql+pymysql://placement:secret@db/placement``.
+        create_schema: run Placement's migrations first (the embedded mode);
+            False for someone else's database, which must already hold
+            Placement's schema.
+
+    Raises:
+        ConfigError: this process already serves another database; or the
+            database cannot be opened or has no Placement schema.
+    """
     global _configured_url, _app
-    url = database_url(state_path)
     with _lock:
         if _configured_url is not None:
             if url != _configured_url:
@@ -63,22 +86,70 @@ def placement_app(state_path: str | Path) -> Callable[..., Any]:
                     f"one database (asked for {url})"
                 )
             return _app
+        if not create_schema:
+            _check_schema(url)
         # Imported here: placement is heavy and only the embedded mode needs it.
         from placement import conf as placement_conf
         from placement import db_api, deploy
 
-        Path(state_path).mkdir(parents=True, exist_ok=True)
         pconf = cfg.ConfigOpts()
         placement_conf.register_opts(pconf)
         pconf.set_override("connection", url, group="placement_database")
-        pconf.set_override("sync_on_startup", True, group="placement_database")
+        pconf.set_override("sync_on_startup", create_schema, group="placement_database")
         pconf.set_override("auth_strategy", "noauth2", group="api")
         pconf([], project="placement", default_config_files=[])
         db_api.configure(pconf)
         _app = deploy.loadapp(pconf)
         _configured_url = url
-        LOG.info("embedded placement on %s", url)
+        LOG.info("embedded placement on %s", _safe_url(url))
         return _app
+
+
+def _safe_url(url: str) -> str:
+    """``url`` without its password, for logs and messages."""
+    import sqlalchemy.engine
+
+    try:
+        return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
+    except Exception:  # any unparsable URL is shown as given
+        return url
+
+
+def _check_schema(url: str) -> None:
+    """Refuse a database that cannot be opened or holds no Placement tables.
+
+    Raises:
+        ConfigError: naming the URL (password hidden) and the fix.
+    """
+    import sqlalchemy
+
+    try:
+        parsed = sqlalchemy.engine.make_url(url)
+    except Exception as exc:  # any parse error: the URL is unusable
+        raise ConfigError(f"placement database URL {url!r} is not a database URL: {exc}") from None
+    # SQLite would create an empty file for a mistyped path: refuse it first.
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        if not Path(parsed.database).is_file():
+            raise ConfigError(
+                f"placement database {url}: no such file {parsed.database}; give the "
+                "path of Placement's SQLite file (sqlite:////absolute/path)"
+            )
+    try:
+        engine = sqlalchemy.create_engine(url)
+        try:
+            tables = set(sqlalchemy.inspect(engine).get_table_names())
+        finally:
+            engine.dispose()
+    except Exception as exc:  # any driver error means "cannot open"
+        raise ConfigError(
+            f"placement database {_safe_url(url)} cannot be opened: "
+            f"{' '.join(str(exc).split())[:300]}"
+        ) from None
+    if not {"resource_providers", "inventories", "allocations"} <= tables:
+        raise ConfigError(
+            f"placement database {_safe_url(url)} holds no Placement schema; give the URL of "
+            "Placement's database ([placement_database] connection in placement.conf)"
+        )
 
 
 class EmbeddedPlacement:
@@ -86,6 +157,9 @@ class EmbeddedPlacement:
 
     Args:
         state_path: directory of the SQLite file.
+        port: port of the intercepted URL (several interceptors may coexist).
+        database: instead of ``state_path``'s file, this database URL, which
+            must already hold Placement's schema (see :func:`placement_app_for_url`).
 
     Example::
 
@@ -93,15 +167,21 @@ class EmbeddedPlacement:
             client = placement.client()
     """
 
-    def __init__(self, state_path: str | Path, port: int = 80) -> None:
+    def __init__(
+        self, state_path: str | Path, port: int = 80, *, database: str | None = None
+    ) -> None:
         self.state_path = Path(state_path)
+        self.database = database
         self.url = f"http://{INTERCEPT_HOST}:{port}"
         self._interceptor: Any = None
 
     def __enter__(self) -> EmbeddedPlacement:
         from wsgi_intercept.interceptor import RequestsInterceptor
 
-        app = placement_app(self.state_path)
+        if self.database is not None:
+            app = placement_app_for_url(self.database)
+        else:
+            app = placement_app(self.state_path)
         self._interceptor = RequestsInterceptor(lambda: app, url=self.url)
         self._interceptor.__enter__()
         return self

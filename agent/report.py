@@ -652,7 +652,13 @@ class ReportClient:
         for uuid in self._seen[nodename].get_provider_uuids():
             body = self.client.get("/resource_providers/{uuid}/allocations", uuid=uuid)
             consumers.update(dict.fromkeys(body["allocations"]))
-        return {c: self.client.get("/allocations/{consumer}", consumer=c) for c in consumers}
+        out = {}
+        for consumer in consumers:
+            record = self.client.get("/allocations/{consumer}", consumer=consumer)
+            # Emptied between the two reads: nothing to move, and no owner to name.
+            if record.get("allocations"):
+                out[consumer] = record
+        return out
 
     def put_allocations(
         self,

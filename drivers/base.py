@@ -15,8 +15,10 @@ from typing import Any
 from oslo_config import cfg
 
 from agent.allocations import AllocationRecord, plan_allocations
+from agent.exceptions import ReshapeNeeded
 from agent.layout import LayoutPolicy, apply_layout, policy_from_conf
 from agent.provider_tree import ProviderTree
+from agent.reshape import describe_moves, find_moves, reshape_allocations
 from drivers.records import HostResources, Instance
 
 
@@ -33,6 +35,9 @@ class ComputeDriver(abc.ABC):
         # What update_provider_tree last laid out, per node: expected_allocations
         # must see the same hardware, and discovery (sysfs, libvirt) is not free.
         self._laid_out: dict[str, HostResources] = {}
+        # Per node, how the last reshape placed each moved consumer ("driver" or
+        # "rule"), for the reshape report (agent.reshape.ReshapeOutcome.placed_by).
+        self.reshape_placement: dict[str, dict[str, str]] = {}
 
     @abc.abstractmethod
     def get_nodenames(self) -> list[str]:
@@ -66,13 +71,23 @@ class ComputeDriver(abc.ABC):
     ) -> None:
         """Edit ``provider_tree`` in place to show what ``nodename`` has now.
 
+        The shape comes from :func:`agent.layout.apply_layout`. Whether a
+        reshape is needed is decided from the tree passed in (what Placement
+        holds) by :func:`agent.reshape.find_moves`: a resource class leaving
+        one provider of the tree for another, or renamed. With allocations,
+        each consumer's amounts of the moving classes are moved by
+        :func:`agent.reshape.reshape_allocations`: instances this driver
+        knows as :meth:`expected_allocations` says, other consumers by the
+        documented rule (docs/reshape.md). Every driver inherits this.
+
         Args:
             provider_tree: the tree, holding at least the compute node
                 ``nodename`` (as last read from Placement).
             nodename: the node to update.
             allocations: None on an ordinary cycle. When a reshape is being
                 performed: ``{consumer_uuid: GET /allocations/{uuid} body}``
-                to be edited in place (spec: reshape-provider-tree.txt).
+                of every consumer of the tree, edited in place (spec:
+                reshape-provider-tree.txt, "Allocations Parameter").
 
         Raises:
             ReshapeNeeded: the tree must change shape and ``allocations`` is None.
@@ -80,7 +95,38 @@ class ComputeDriver(abc.ABC):
         """
         host = self.get_host_resources(nodename)
         self._laid_out[nodename] = host
+        # Decide on a copy: with allocations=None the tree must come back
+        # untouched when a reshape is needed (the caller passes it again).
+        desired = provider_tree.copy()
+        apply_layout(desired, host, self.policy)
+        moves = find_moves(
+            provider_tree, desired, nodename, dict(self.policy.resource_class_renames)
+        )
+        if moves and allocations is None:
+            raise ReshapeNeeded(
+                f"compute node {nodename}: inventory must move with its allocations: "
+                + describe_moves(moves, provider_tree, desired)
+            )
         apply_layout(provider_tree, host, self.policy)
+        self.reshape_placement[nodename] = {}
+        if moves and allocations is not None:
+            self.reshape_placement[nodename] = reshape_allocations(
+                allocations,
+                moves,
+                provider_tree,
+                self.expected_allocations(provider_tree, nodename),
+            )
+
+    def laid_out_resources(self, nodename: str) -> HostResources:
+        """The hardware the last :meth:`update_provider_tree` of ``nodename`` laid out.
+
+        Discovers it now when no layout has been done yet in this process.
+
+        Raises:
+            KeyError: ``nodename`` is not managed by this driver.
+        """
+        host = self._laid_out.get(nodename)
+        return host if host is not None else self.get_host_resources(nodename)
 
     def expected_allocations(
         self,
@@ -95,7 +141,7 @@ class ComputeDriver(abc.ABC):
         again rather than discovered a second time. See
         :func:`agent.allocations.plan_allocations`.
         """
-        host = self._laid_out.get(nodename) or self.get_host_resources(nodename)
+        host = self.laid_out_resources(nodename)
         return plan_allocations(
             self.list_instances(nodename),
             host,

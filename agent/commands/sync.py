@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 
 from rich.console import Console
 
-from agent.commands.common import EXIT_OK, add_config_args, add_driver_args, load_conf
-from agent.exceptions import ReshapeNeeded
+from agent.commands.common import (
+    EXIT_OK,
+    EXIT_RESHAPE_FAILED,
+    add_config_args,
+    add_driver_args,
+    load_conf,
+)
+from agent.exceptions import ReshapeFailed
 from agent.placement.connect import placement_client
 from agent.report import ReportClient
+from agent.reshape import reshape_node
 from agent.state import StateStore
 from drivers import load_driver
 
@@ -44,15 +52,19 @@ def run(args: argparse.Namespace) -> int:
     with placement_client(conf) as client:
         report = ReportClient(client, StateStore(conf.state_path))
         for nodename in driver.get_nodenames():
-            tree = report.get_provider_tree_and_ensure_root(nodename)
+            # The start-up algorithm (docs/reshape.md): reshape first when needed.
             try:
-                driver.update_provider_tree(tree, nodename)
-                allocations = None
-            except ReshapeNeeded:
-                LOG.info("node %s needs a reshape: moving inventories with allocations", nodename)
-                allocations = report.get_allocations_for_provider_tree(nodename)
-                driver.update_provider_tree(tree, nodename, allocations=allocations)
-            result = report.update_from_provider_tree(tree, allocations)
+                outcome = reshape_node(report, driver, nodename)
+            except ReshapeFailed as exc:
+                # plain print: Placement's message may hold brackets rich would parse
+                print(f"compute-agent sync: {nodename}: reshape failed: {exc}", file=sys.stderr)
+                return EXIT_RESHAPE_FAILED
+            tree = outcome.tree
+            assert tree is not None  # not a dry run: the root was ensured
+            if outcome.reshaped and outcome.result is not None:
+                result = outcome.result
+            else:
+                result = report.update_from_provider_tree(tree)
             console.print(
                 f"{nodename}: {len(tree)} providers; created {result.created}, removed "
                 f"{result.removed}, inventories {result.inventories}, traits {result.traits}, "

@@ -1,0 +1,556 @@
+"""Reshapes against a real Placement (issue #7; spec: reshape-provider-tree.txt).
+
+Each test writes an "old shape" into Placement with plain HTTP (or syncs
+with one configuration), puts live allocations on several consumers, lets
+the agent reshape, and reads Placement back with plain HTTP.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid as uuidlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from agent.exceptions import ReshapeFailed
+from agent.report import ReportClient
+from agent.reshape import reshape_node
+from agent.state import StateStore
+from drivers.fake import FakeDriver
+from drivers.records import vf_addresses
+from tests.conftest import REPO, make_conf
+from tests.functional.conftest import HEADERS, ServedPlacement, http_get
+from tests.functional.test_sync import cycle, remote_client, unique
+
+M1, M2, M3 = (f"7f0b3c1e-0a3d-4a4b-9f8a-1c2d3e4f5a0{i}" for i in range(1, 4))
+I1, I2, I3, I4, I5 = (f"4f7d1e2a-5b6c-4d8e-9f01-a2b3c4d5e60{i}" for i in range(1, 6))
+VF = vf_addresses("0000:3b:00.0", 1, 128, 1)[0]
+
+HOST = """
+nodes:
+  - nodename: {name}
+    memory_mb: 65536
+    disk_gb: 1000
+    numa_cells:
+      - {{id: 0, vcpus: 16, pcpus: 4, memory_mb: 32768}}
+      - {{id: 1, vcpus: 16, pcpus: 4, memory_mb: 32768}}
+    sriov_pfs:
+      - {{address: "0000:3b:00.0", total_vfs: 8, numa_node: 1, physnet: physnet1}}
+    gpus:
+      - address: "0000:5e:00.0"
+        numa_node: 0
+        mdev_types: [{{id: nvidia-35, available_instances: 2}}]
+        mdevs: [{{uuid: {m1}, type: nvidia-35}}, {{uuid: {m2}, type: nvidia-35}}]
+      - address: "0000:af:00.0"
+        numa_node: 1
+        mdev_types: [{{id: nvidia-35, available_instances: 3}}]
+        mdevs: [{{uuid: {m3}, type: nvidia-35}}]
+    pci_devices:
+      - {{address: "0000:86:00.0", vendor_id: "8086", product_id: "0a54", numa_node: 1}}
+      - {{address: "0000:87:00.0", vendor_id: "8086", product_id: "0a54", numa_node: 0}}
+      - {{address: "0000:88:00.0", vendor_id: "8086", product_id: "0a54"}}
+    instances:
+      - {{uuid: {i1}, project_id: p1, user_id: u1, numa_cells: [0], mdevs: [{m1}],
+          pci_devices: ["0000:87:00.0"], flavor: {{vcpus: 4, memory_mb: 4096, root_gb: 20}}}}
+      - {{uuid: {i2}, project_id: p1, user_id: u1, numa_cells: [0], mdevs: [{m2}],
+          flavor: {{vcpus: 2, memory_mb: 2048, root_gb: 10}}}}
+      - {{uuid: {i3}, project_id: p2, user_id: u2, numa_cells: [1], mdevs: [{m3}],
+          pci_devices: ["{vf}", "0000:86:00.0"],
+          flavor: {{vcpus: 4, memory_mb: 8192, root_gb: 10}}}}
+      - {{uuid: {i4}, project_id: p2, user_id: u2, pinned: true, numa_cells: [0, 1],
+          flavor: {{vcpus: 6, memory_mb: 6144, root_gb: 10}}}}
+      - {{uuid: {i5}, project_id: p2, user_id: u2,
+          flavor: {{vcpus: 2, memory_mb: 1024, root_gb: 5}}}}
+"""
+GPU_A, GPU_B = "0000_5e_00_0", "0000_af_00_0"
+PCI_CLASS = "CUSTOM_PCI_8086_0A54"
+
+
+def write_host(tmp_path: Path, name: str, text: str = HOST) -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(
+        text.format(name=name, m1=M1, m2=M2, m3=M3, i1=I1, i2=I2, i3=I3, i4=I4, i5=I5, vf=VF)
+    )
+    return path
+
+
+def driver_for(tmp_path: Path, host: Path, *, numa=False, mdev=True, renames=()) -> FakeDriver:
+    conf = make_conf(
+        tmp_path,
+        numa={"model_in_placement": numa},
+        devices={"enabled_mdev_types": ["nvidia-35"] if mdev else []},
+        compute={"resource_class_renames": list(renames)},
+    )
+    return FakeDriver(conf, host)
+
+
+def new_report(placement, tmp_path: Path) -> ReportClient:
+    return ReportClient(placement.client(), StateStore(tmp_path / "state"), sleep=lambda s: None)
+
+
+# -- plain HTTP helpers -------------------------------------------------------------
+
+
+def http(base: str, method: str, path: str, body: Any = None) -> requests.Response:
+    resp = requests.request(method, base + path, headers=HEADERS, json=body, timeout=30)
+    assert resp.status_code < 400, f"{method} {path}: {resp.status_code} {resp.text}"
+    return resp
+
+
+def put_allocations(base: str, consumer: str, per_rp: dict[str, dict[str, int]], project="p"):
+    """A consumer's allocations as another service (or nova, long ago) wrote them."""
+    current = http_get(base, f"/allocations/{consumer}")
+    http(
+        base,
+        "PUT",
+        f"/allocations/{consumer}",
+        {
+            "allocations": {rp: {"resources": r} for rp, r in per_rp.items()},
+            "project_id": project,
+            "user_id": "u",
+            "consumer_generation": current.get("consumer_generation"),
+            "consumer_type": "INSTANCE",
+        },
+    )
+
+
+def snapshot(base: str, root: str) -> dict[str, Any]:
+    """Everything Placement holds for one tree: providers (with generations) and allocations."""
+    listed = http_get(base, "/resource_providers", in_tree=root)["resource_providers"]
+    providers, consumers = {}, set()
+    for p in listed:
+        u = p["uuid"]
+        providers[u] = {
+            "name": p["name"],
+            "parent": p["parent_provider_uuid"],
+            "generation": p["generation"],
+            "inventories": http_get(base, f"/resource_providers/{u}/inventories")["inventories"],
+            "traits": sorted(http_get(base, f"/resource_providers/{u}/traits")["traits"]),
+            "aggregates": http_get(base, f"/resource_providers/{u}/aggregates")["aggregates"],
+        }
+        consumers |= set(http_get(base, f"/resource_providers/{u}/allocations")["allocations"])
+    allocations = {c: http_get(base, f"/allocations/{c}") for c in sorted(consumers)}
+    return {"providers": providers, "allocations": allocations}
+
+
+def amounts(snap: dict[str, Any]) -> dict[str, dict[str, dict[str, int]]]:
+    """``{consumer: {provider name: {class: amount}}}`` of a snapshot."""
+    names = {u: p["name"] for u, p in snap["providers"].items()}
+    return {
+        c: {names.get(rp, rp): a["resources"] for rp, a in rec["allocations"].items()}
+        for c, rec in snap["allocations"].items()
+    }
+
+
+def class_totals(snap: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """``{consumer: {class: total}}``: what a reshape must conserve."""
+    out: dict[str, dict[str, int]] = {}
+    for c, rec in snap["allocations"].items():
+        for a in rec["allocations"].values():
+            for rc, n in a["resources"].items():
+                out.setdefault(c, {})[rc] = out.get(c, {}).get(rc, 0) + n
+    return out
+
+
+def inventories(snap: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """``{provider name: {class: total}}``."""
+    return {
+        p["name"]: {rc: i["total"] for rc, i in p["inventories"].items()}
+        for p in snap["providers"].values()
+    }
+
+
+def root_of(base: str, name: str) -> str:
+    return http_get(base, "/resource_providers", name=name)["resource_providers"][0]["uuid"]
+
+
+def allocate_instances(base: str, driver: FakeDriver, report: ReportClient, name: str) -> None:
+    """Each instance's allocation as the driver expects it on the tree Placement holds."""
+    tree = report.get_provider_tree_and_ensure_root(name)
+    driver.update_provider_tree(tree, name)
+    for consumer, rec in driver.expected_allocations(tree, name).items():
+        per_rp = {rp: a["resources"] for rp, a in rec["allocations"].items()}
+        put_allocations(base, consumer, per_rp, rec["project_id"])
+
+
+def old_vgpu_shape(base: str, tmp_path: Path, name: str, report: ReportClient) -> str:
+    """Nova's old flat vGPU shape: VGPU 4 + 4 on the compute node, each instance's VGPU there.
+
+    Returns the compute node's UUID.
+    """
+    host = write_host(tmp_path, name)
+    flat = driver_for(tmp_path, host, mdev=False)  # no GPU providers
+    cycle(report, flat, name)
+    allocate_instances(base, flat, report, name)
+    root = root_of(base, name)
+    held = http_get(base, f"/resource_providers/{root}/inventories")
+    inv = held["inventories"]
+    inv["VGPU"] = {"total": 8, "max_unit": 8}
+    http(
+        base,
+        "PUT",
+        f"/resource_providers/{root}/inventories",
+        {"inventories": inv, "resource_provider_generation": held["resource_provider_generation"]},
+    )
+    for consumer in (I1, I2, I3):
+        rec = http_get(base, f"/allocations/{consumer}")
+        per_rp = {rp: a["resources"] for rp, a in rec["allocations"].items()}
+        per_rp[root]["VGPU"] = 1
+        put_allocations(base, consumer, per_rp, rec["project_id"])
+    return root
+
+
+# -- 1. vGPUs to one provider per physical GPU ----------------------------------------
+
+
+def test_vgpus_move_to_their_gpu_with_every_allocation(embedded, tmp_path):
+    name = unique("vgpu")
+    base = embedded.url
+    report = new_report(embedded, tmp_path)
+    root = old_vgpu_shape(base, tmp_path, name, report)
+    migration = str(uuidlib.uuid4())  # a consumer the driver does not know
+    put_allocations(base, migration, {root: {"VCPU": 2, "MEMORY_MB": 1024, "VGPU": 2}})
+    before = snapshot(base, root)
+
+    driver = driver_for(tmp_path, write_host(tmp_path, name))
+    client = report.client
+    start = dict(client.counts)
+    outcome = reshape_node(report, driver, name)
+
+    assert outcome.needed and outcome.reshaped and outcome.attempts == 1
+    assert client.counts[("POST", "/reshaper")] - start.get(("POST", "/reshaper"), 0) == 1
+    after = snapshot(base, root)
+    inv = inventories(after)
+    assert "VGPU" not in inv[name]
+    assert inv[f"{name}_pci_{GPU_A}"] == {"VGPU": 4}  # 2 mdevs + 2 available
+    assert inv[f"{name}_pci_{GPU_B}"] == {"VGPU": 4}  # 1 mdev + 3 available
+    got = amounts(after)
+    assert got[I1][f"{name}_pci_{GPU_A}"] == {"VGPU": 1}
+    assert got[I2][f"{name}_pci_{GPU_A}"] == {"VGPU": 1}
+    assert got[I3][f"{name}_pci_{GPU_B}"] == {"VGPU": 1}
+    # unknown consumer: whole to the GPU with the most free (A: 2 left, B: 3 left)
+    assert got[migration] == {
+        name: {"VCPU": 2, "MEMORY_MB": 1024},
+        f"{name}_pci_{GPU_B}": {"VGPU": 2},
+    }
+    assert outcome.placed_by[migration] == "rule" and outcome.placed_by[I1] == "driver"
+    # nothing lost or doubled, and the rest of each allocation untouched
+    assert class_totals(after) == class_totals(before)
+    assert got[I4] == amounts(before)[I4] and got[I5] == amounts(before)[I5]
+    # the next start-up has nothing to do
+    assert reshape_node(report, driver, name).needed is False
+
+
+# -- 2. flat to NUMA, and back ----------------------------------------------------------
+
+
+def test_numa_on_splits_allocations_by_cell_and_off_puts_them_back(embedded, tmp_path):
+    name = unique("numa")
+    base = embedded.url
+    host = write_host(tmp_path, name)
+    report = new_report(embedded, tmp_path)
+    flat = driver_for(tmp_path, host)
+    cycle(report, flat, name)
+    allocate_instances(base, flat, report, name)
+    root = root_of(base, name)
+    unknown = str(uuidlib.uuid4())
+    put_allocations(base, unknown, {root: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 30}})
+    flat_snap = snapshot(base, root)
+
+    numa = driver_for(tmp_path, host, numa=True)
+    outcome = reshape_node(report, numa, name)
+    assert outcome.reshaped
+    snap = snapshot(base, root)
+    got = amounts(snap)
+    n0, n1 = f"{name}_NUMA0", f"{name}_NUMA1"
+    assert inventories(snap)[name] == {"DISK_GB": 1000}
+    assert inventories(snap)[n0] == {"VCPU": 16, "PCPU": 4, "MEMORY_MB": 32768}
+    # pinned to cell 0 / cell 1 / both (dedicated CPUs: PCPU, split evenly)
+    assert got[I1][n0] == {"VCPU": 4, "MEMORY_MB": 4096}
+    assert got[I2][n0] == {"VCPU": 2, "MEMORY_MB": 2048}
+    assert got[I3][n1] == {"VCPU": 4, "MEMORY_MB": 8192}
+    assert got[I4] == {name: {"DISK_GB": 10}, n0: {"PCPU": 3, "MEMORY_MB": 3072},
+                       n1: {"PCPU": 3, "MEMORY_MB": 3072}}  # fmt: skip
+    # unpinned instance: the cell with the most free VCPU (cell 0 has lent 6, cell 1 4)
+    assert got[I5] == {name: {"DISK_GB": 5}, n1: {"VCPU": 2, "MEMORY_MB": 1024}}
+    # unknown consumer: VCPU free is equal (58 and 58), cell 0 has more memory free
+    assert got[unknown] == {name: {"DISK_GB": 30}, n0: {"VCPU": 2, "MEMORY_MB": 2048}}
+    # devices hang under their cell now; their allocations did not move
+    pf = snap["providers"][default_uuid(snap, f"{name}_pci_0000_3b_00_0")]
+    assert snap["providers"][pf["parent"]]["name"] == n1
+    assert got[I3][f"{name}_pci_0000_3b_00_0"] == {"SRIOV_NET_VF": 1}
+    assert got[I3][f"{name}_pci_{GPU_B}"] == {"VGPU": 1}
+    assert class_totals(snap) == class_totals(flat_snap)
+
+    off = driver_for(tmp_path, host, numa=False)
+    assert reshape_node(report, off, name).reshaped
+    back = snapshot(base, root)
+    assert amounts(back) == amounts(flat_snap)  # every consumer exactly as before
+    assert inventories(back) == inventories(flat_snap)
+    for n in (n0, n1):
+        assert http_get(base, "/resource_providers", name=n)["resource_providers"] == []
+
+
+def default_uuid(snap: dict[str, Any], name: str) -> str:
+    return next(u for u, p in snap["providers"].items() if p["name"] == name)
+
+
+# -- 3. a custom resource class renamed to a standard one ---------------------------------
+
+
+def test_renamed_class_moves_inventory_and_allocations(embedded, tmp_path):
+    name = unique("rename")
+    base = embedded.url
+    host = write_host(tmp_path, name)
+    report = new_report(embedded, tmp_path)
+    old = driver_for(tmp_path, host)
+    cycle(report, old, name)
+    allocate_instances(base, old, report, name)  # I1 holds 87:00.0, I3 holds 86:00.0
+    root = root_of(base, name)
+    spare = f"{name}_pci_0000_88_00_0"
+    spare_uuid = http_get(base, "/resource_providers", name=spare)["resource_providers"][0]["uuid"]
+    other = str(uuidlib.uuid4())  # another service holds the third device
+    put_allocations(base, other, {spare_uuid: {PCI_CLASS: 1}})
+    before = snapshot(base, root)
+
+    renamed = driver_for(tmp_path, host, renames=[f"{PCI_CLASS}:PCI_DEVICE"])
+    assert reshape_node(report, renamed, name).reshaped
+    after = snapshot(base, root)
+    got = amounts(after)
+    for dev in ("86", "87", "88"):
+        assert inventories(after)[f"{name}_pci_0000_{dev}_00_0"] == {"PCI_DEVICE": 1}
+    assert got[I1][f"{name}_pci_0000_87_00_0"] == {"PCI_DEVICE": 1}
+    assert got[I3][f"{name}_pci_0000_86_00_0"] == {"PCI_DEVICE": 1}
+    assert got[other] == {spare: {"PCI_DEVICE": 1}}
+    assert not any(PCI_CLASS in r for c in got.values() for r in c.values())
+    renamed_back = {c: {k.replace(PCI_CLASS, "PCI_DEVICE"): n for k, n in t.items()}
+                    for c, t in class_totals(before).items()}  # fmt: skip
+    assert class_totals(after) == renamed_back
+
+
+# -- concurrent writers ---------------------------------------------------------------------
+
+
+def hook_reshaper(report: ReportClient, before_post) -> list[int]:
+    """Run ``before_post(n)`` just before the n-th ``POST /reshaper`` the agent sends.
+
+    The write it makes is real (plain HTTP to the same Placement); only the
+    moment is chosen, which a test cannot otherwise catch.
+    """
+    client = report.client
+    real_post = client.post
+    calls: list[int] = []
+
+    def post(template: str, **kw: Any) -> Any:
+        if template == "/reshaper":
+            calls.append(len(calls) + 1)
+            before_post(len(calls))
+        return real_post(template, **kw)
+
+    client.post = post  # type: ignore[method-assign]
+    return calls
+
+
+def test_a_concurrent_allocation_on_a_moving_provider_is_moved_too(embedded, tmp_path):
+    name = unique("race")
+    base = embedded.url
+    report = new_report(embedded, tmp_path)
+    root = old_vgpu_shape(base, tmp_path, name, report)
+    before = snapshot(base, root)
+    intruder = str(uuidlib.uuid4())
+
+    def another_service(n: int) -> None:
+        if n == 1:  # after the agent read tree and allocations, before its write
+            put_allocations(base, intruder, {root: {"VGPU": 1, "MEMORY_MB": 512}})
+
+    calls = hook_reshaper(report, another_service)
+    outcome = reshape_node(report, driver_for(tmp_path, write_host(tmp_path, name)), name)
+    assert calls == [1, 2] and outcome.attempts == 2 and outcome.reshaped
+    after = snapshot(base, root)
+    got = amounts(after)
+    # moved with the rest: GPU A has 2 free, GPU B 3 -> B; not lost, not doubled
+    assert got[intruder] == {name: {"MEMORY_MB": 512}, f"{name}_pci_{GPU_B}": {"VGPU": 1}}
+    expected_totals = {**class_totals(before), intruder: {"VGPU": 1, "MEMORY_MB": 512}}
+    assert class_totals(after) == expected_totals
+    usages = {
+        p["name"]: http_get(base, f"/resource_providers/{u}/usages")["usages"]
+        for u, p in after["providers"].items()
+    }
+    assert usages[name].get("VGPU", 0) == 0
+    assert usages[f"{name}_pci_{GPU_A}"]["VGPU"] + usages[f"{name}_pci_{GPU_B}"]["VGPU"] == 4
+
+
+def test_conflicts_on_every_attempt_fail_and_leave_placement_as_it_was(embedded, tmp_path):
+    name = unique("busy")
+    base = embedded.url
+    report = new_report(embedded, tmp_path)
+    root = old_vgpu_shape(base, tmp_path, name, report)
+    intruders: list[str] = []
+
+    def another_service(n: int) -> None:
+        intruders.append(str(uuidlib.uuid4()))
+        put_allocations(base, intruders[-1], {root: {"MEMORY_MB": 256}})
+
+    hook_reshaper(report, another_service)
+    driver = driver_for(tmp_path, write_host(tmp_path, name))
+    before_tree = snapshot(base, root)["providers"]
+    with pytest.raises(ReshapeFailed) as err:
+        reshape_node(report, driver, name, attempts=3)
+    assert "after 3 attempts" in str(err.value)
+    assert len(intruders) == 3
+    after = snapshot(base, root)
+    # only the intruders' own writes: same providers (the GPU children created
+    # for each attempt are gone again), same inventories
+    assert {u: p["name"] for u, p in after["providers"].items()} == {
+        u: p["name"] for u, p in before_tree.items()
+    }
+    assert inventories(after) == {p["name"]: {rc: i["total"] for rc, i in p["inventories"].items()}
+                                  for p in before_tree.values()}  # fmt: skip
+    for c in intruders:
+        assert amounts(after)[c] == {name: {"MEMORY_MB": 256}}
+
+
+# -- a reshape that cannot fit ----------------------------------------------------------------
+
+TIGHT_HOST = """
+nodes:
+  - nodename: {name}
+    memory_mb: 32768
+    disk_gb: 100
+    numa_cells:
+      - {{id: 0, vcpus: 8, memory_mb: 16384}}
+      - {{id: 1, vcpus: 8, memory_mb: 16384}}
+    instances:
+      - {{uuid: {i1}, project_id: p, user_id: u, numa_cells: [0],
+          flavor: {{vcpus: 2, memory_mb: 10240}}}}
+      - {{uuid: {i2}, project_id: p, user_id: u, numa_cells: [0],
+          flavor: {{vcpus: 2, memory_mb: 10240}}}}
+"""
+
+
+def tight_setup(base: str, tmp_path: Path, report: ReportClient, name: str) -> tuple[Path, str]:
+    """Two instances pinned to cell 0 with 20 GiB between them: fits flat, not on cell 0."""
+    host = write_host(tmp_path, name, TIGHT_HOST)
+    flat = driver_for(tmp_path, host)
+    cycle(report, flat, name)
+    allocate_instances(base, flat, report, name)
+    return host, root_of(base, name)
+
+
+def test_a_reshape_that_cannot_fit_fails_and_changes_nothing(embedded, tmp_path):
+    name = unique("tight")
+    base = embedded.url
+    report = new_report(embedded, tmp_path)
+    host, root = tight_setup(base, tmp_path, report, name)
+    before = snapshot(base, root)
+    with pytest.raises(ReshapeFailed) as err:
+        reshape_node(report, driver_for(tmp_path, host, numa=True), name)
+    assert "POST /reshaper" in str(err.value) and "docs/reshape.md" in str(err.value)
+    assert snapshot(base, root) == before  # generations included
+
+
+def agent_cli(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "agent.cli", *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+def agent_conf(tmp_path: Path, host: Path, extra: str = "", served: ServedPlacement | None = None):
+    path = tmp_path / "agent.conf"
+    text = (
+        f"[DEFAULT]\nstate_path = {tmp_path / 'agent-state'}\n"
+        f"[compute]\ndriver = fake\n[fake]\nhost_file = {host}\n"
+        "[devices]\nenabled_mdev_types = nvidia-35\n"
+    )
+    if served is not None:
+        text += (
+            f"[placement]\nauth_type = admin_token\nendpoint = {served.url}\ntoken = admin\n"
+            "noauth_roles = admin,service\n"
+        )
+    path.write_text(text + extra)
+    return path
+
+
+def test_commands_exit_5_when_the_reshape_cannot_fit(served, tmp_path):
+    name = unique("tight")
+    report = ReportClient(remote_client(tmp_path, served.url), StateStore(tmp_path / "state"))
+    host, root = tight_setup(served.url, tmp_path, report, name)
+    before = snapshot(served.url, root)
+    conf = agent_conf(tmp_path, host, "[numa]\nmodel_in_placement = true\n", served)
+    for argv in (("reshape",), ("sync", "--once")):
+        proc = agent_cli(*argv, "--config", str(conf))
+        assert proc.returncode == 5, proc.stdout + proc.stderr
+        assert "reshape failed" in proc.stdout + proc.stderr
+        assert "Unable to allocate inventory" in proc.stdout + proc.stderr
+    assert snapshot(served.url, root) == before
+
+
+# -- offline, on the placement database ------------------------------------------------------
+
+
+def test_offline_reshape_on_the_placement_database_and_its_dry_run(served, tmp_path):
+    name = unique("ffu")
+    base = served.url
+    report = ReportClient(remote_client(tmp_path, served.url), StateStore(tmp_path / "state"))
+    root = old_vgpu_shape(base, tmp_path, name, report)
+    before = snapshot(base, root)
+    served.stop()  # every service stopped, as in a fast-forward upgrade
+
+    db = f"sqlite:///{served.state / 'placement.sqlite'}"
+    conf = agent_conf(tmp_path, write_host(tmp_path, name))
+    dry = agent_cli("reshape", "--dry-run", "--placement-db", db, "--config", str(conf))
+    assert dry.returncode == 0, dry.stderr
+    out = dry.stdout
+    assert f"node {name}: reshape needed" in out and "VGPU: " in out
+    assert "inventories (would move):" in out
+    # inventories before and after, per provider
+    assert f"  {name}\n    before: DISK_GB 1000, MEMORY_MB 65536 (reserved 512), " in out
+    assert f"  {name}_pci_{GPU_A}\n    before: (none)\n    after:  VGPU 4" in out
+    # allocations before and after, per consumer
+    dev = f"{name}_pci_0000"
+    assert (
+        f"  consumer {I3} (placed by the driver)\n"
+        f"    before: {name}: DISK_GB 10, MEMORY_MB 8192, VCPU 4, VGPU 1; "
+        f"{dev}_3b_00_0: SRIOV_NET_VF 1; {dev}_86_00_0: {PCI_CLASS} 1\n"
+        f"    after:  {name}: DISK_GB 10, MEMORY_MB 8192, VCPU 4; "
+        f"{dev}_3b_00_0: SRIOV_NET_VF 1; {dev}_86_00_0: {PCI_CLASS} 1; {dev}_af_00_0: VGPU 1\n"
+    ) in out
+    assert "allocations (would move, 3 consumers)" in out
+
+    # the dry run wrote nothing: the real run still has the whole reshape to do
+    done = agent_cli("reshape", "--placement-db", db, "--config", str(conf))
+    assert done.returncode == 0, done.stderr
+    assert f"node {name}: reshape done" in done.stdout and "1 POST /reshaper" in done.stdout
+    again = agent_cli("reshape", "--placement-db", db, "--config", str(conf))
+    assert again.returncode == 0 and f"node {name}: no reshape needed" in again.stdout
+
+    served.start()
+    after = snapshot(base, root)
+    got = amounts(after)
+    assert got[I1][f"{name}_pci_{GPU_A}"] == {"VGPU": 1}
+    assert got[I3][f"{name}_pci_{GPU_B}"] == {"VGPU": 1}
+    assert "VGPU" not in inventories(after)[name]
+    assert class_totals(after) == class_totals(before)
+
+
+def test_offline_reshape_refuses_a_database_without_placement(tmp_path):
+    empty = tmp_path / "not-placement.sqlite"
+    empty.write_bytes(b"")
+    conf = agent_conf(tmp_path, write_host(tmp_path, "cn"))
+    proc = agent_cli("reshape", "--placement-db", f"sqlite:///{empty}", "--config", str(conf))
+    assert proc.returncode == 2
+    assert "no Placement schema" in proc.stderr
+    missing = agent_cli(
+        "reshape", "--placement-db", f"sqlite:///{tmp_path}/nope.sqlite", "--config", str(conf)
+    )
+    assert missing.returncode == 2 and "no such file" in missing.stderr
+    assert not (tmp_path / "nope.sqlite").exists()
