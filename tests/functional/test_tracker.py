@@ -363,3 +363,31 @@ def test_capacity_check_uses_current_usage(setup):
         capacity,
         capacity,
     )
+
+
+def test_startup_cycle_reshapes_and_a_later_cycle_refuses_to(tmp_path, embedded):
+    """NUMA modelling turned on: ReshapeNeeded outside start-up, a reshape at start-up."""
+    from agent.exceptions import ReshapeNeeded
+
+    flat = Setup(tmp_path, embedded, numa={"model_in_placement": False})
+    assert flat.cycle(startup=True).ok
+    n = flat.nodename
+    assert flat.held(flat.inst(4))[n] == {"VCPU": 8, "MEMORY_MB": 32768, "DISK_GB": 180}
+    conf = make_conf(
+        tmp_path,
+        numa={"model_in_placement": True},
+        devices={"enabled_mdev_types": ["nvidia-35", "nvidia-36"]},
+    )
+    driver = FakeDriver(conf, tmp_path / "host.yaml")
+    tracker = ResourceTracker(conf, driver, flat.report, flat.state)
+    with pytest.raises(ReshapeNeeded):
+        tracker.update_available_resource(startup=False)
+    outcome = tracker.update_available_resource(startup=True)
+    assert outcome.ok and outcome.nodes[0].reshaped
+    assert flat.held(flat.inst(4)) == {
+        f"{n}_NUMA1": {"VCPU": 8, "MEMORY_MB": 32768},
+        n: {"DISK_GB": 180},
+        f"{n}_pci_0000_86_00_0": {"CUSTOM_PCI_8086_0A54": 1},
+    }
+    assert flat.held(flat.inst(3))[f"{n}_NUMA0"] == {"PCPU": 4, "MEMORY_MB": 8192}
+    assert tracker.update_available_resource(startup=False).nodes[0].allocations_written == []
