@@ -35,7 +35,7 @@ from agent.audit import AllocationAudit
 from agent.exceptions import AgentError, CapacityExceeded, ReshapeFailed, ReshapeNeeded
 from agent.layout import OWNER_TRAIT
 from agent.provider_tree import ProviderTree
-from agent.report import ReportClient
+from agent.report import ReportClient, SyncResult
 from agent.state import StateStore
 from drivers.base import ComputeDriver
 from drivers.records import Instance
@@ -52,8 +52,8 @@ class NodeOutcome:
         ok: the node's providers and allocations were brought in step.
         error: why not, when ``ok`` is False.
         providers: providers in the node's tree after the cycle.
-        created, removed, inventories, traits, aggregates: provider writes.
-        reshaped: a ``POST /reshaper`` was made.
+        sync: what was written of the tree (providers, inventories, traits,
+            aggregates; ``reshaped`` when a ``POST /reshaper`` was made).
         retained: providers of gone hardware kept because they are in use.
         allocations_written: consumers whose allocations were written.
         allocations_removed: consumers whose allocations here were removed.
@@ -65,12 +65,7 @@ class NodeOutcome:
     ok: bool = True
     error: str = ""
     providers: int = 0
-    created: int = 0
-    removed: int = 0
-    inventories: int = 0
-    traits: int = 0
-    aggregates: int = 0
-    reshaped: bool = False
+    sync: SyncResult = field(default_factory=SyncResult)
     retained: list[str] = field(default_factory=list)
     allocations_written: list[str] = field(default_factory=list)
     allocations_removed: list[str] = field(default_factory=list)
@@ -219,6 +214,7 @@ class ResourceTracker:
     def _sync_node(self, nodename: str, startup: bool, node: NodeOutcome) -> None:
         tree = self.report.get_provider_tree_and_ensure_root(nodename)
         before = tree.copy()
+        reshaped = False
         try:
             self.driver.update_provider_tree(tree, nodename)
         except ReshapeNeeded:
@@ -228,21 +224,15 @@ class ResourceTracker:
 
             LOG.warning("node %s: the provider tree changes shape: reshaping", nodename)
             reshape_node(self.report, self.driver, nodename)
-            node.reshaped = True
+            reshaped = True
             tree = self.report.get_provider_tree_and_ensure_root(nodename)
             before = tree.copy()
             self.driver.update_provider_tree(tree, nodename)
         keep = self._retain_gone_hardware(nodename, before, tree)
         node.retained = sorted(tree.data(u).name for u in keep)
-        result = self.report.update_from_provider_tree(tree)
-        node.created, node.removed = result.created, result.removed
-        node.inventories, node.traits, node.aggregates = (
-            result.inventories,
-            result.traits,
-            result.aggregates,
-        )
-        node.reshaped = node.reshaped or result.reshaped
-        node.problems.extend(result.errors)
+        node.sync = self.report.update_from_provider_tree(tree)
+        node.sync.reshaped = node.sync.reshaped or reshaped
+        node.problems.extend(node.sync.errors)
         node.providers = len(tree)
 
         owned = self._owned(tree, nodename)

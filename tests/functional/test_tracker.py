@@ -92,7 +92,7 @@ def test_startup_on_empty_placement_writes_tree_and_every_allocation(setup):
     outcome = s.cycle(startup=True)
     assert outcome.ok, outcome.summary()
     (node,) = outcome.nodes
-    assert node.providers == 8 and node.created == 7
+    assert node.providers == 8 and node.sync.created == 7
     assert sorted(node.allocations_written) == [s.inst(i) for i in (1, 2, 3, 4)]
     # vdi-1: 4 VCPU / 8 GiB pinned to cell 0, 40 GiB root, one mdev on GPU 0000:5e:00.0.
     assert s.held(s.inst(1)) == {
@@ -282,13 +282,13 @@ def test_one_failing_node_does_not_stop_the_other(tmp_path, embedded):
     outcome = s.cycle(startup=True)
     assert not outcome.ok
     by_name = {n.nodename: n for n in outcome.nodes}
-    assert by_name[good].ok and by_name[good].created == 7
+    assert by_name[good].ok and by_name[good].sync.created == 7
     assert not by_name[bad].ok and "Input/output error" in by_name[bad].error
     assert s.held(s.inst(1))  # the good node's instances got their allocations
     s.driver.broken = set()
     outcome = s.cycle(startup=True)
     assert outcome.ok
-    assert {n.nodename: n.created for n in outcome.nodes}[bad] == 7
+    assert {n.nodename: n.sync.created for n in outcome.nodes}[bad] == 7
 
 
 def test_gpu_removed_while_allocated_stays_reserved_until_its_instances_go(setup):
@@ -383,7 +383,7 @@ def test_startup_cycle_reshapes_and_a_later_cycle_refuses_to(tmp_path, embedded)
     with pytest.raises(ReshapeNeeded):
         tracker.update_available_resource(startup=False)
     outcome = tracker.update_available_resource(startup=True)
-    assert outcome.ok and outcome.nodes[0].reshaped
+    assert outcome.ok and outcome.nodes[0].sync.reshaped
     assert flat.held(flat.inst(4)) == {
         f"{n}_NUMA1": {"VCPU": 8, "MEMORY_MB": 32768},
         n: {"DISK_GB": 180},
