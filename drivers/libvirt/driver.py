@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import libvirt
@@ -279,15 +280,14 @@ class LibvirtDriver(ComputeDriver):
         parsed: list[NodeDevice] = []
         for dev in listed:
             name = dev.name()
-            try:
-                text = self.connection.call("virNodeDeviceGetXMLDesc", dev.XMLDesc, 0)
-            except LibvirtConnectionError:
-                raise
-            except LibvirtCallError as exc:
-                if exc.code == libvirt.VIR_ERR_NO_NODE_DEVICE:
-                    self._warn(f"node device {name} vanished after it was listed; left out")
-                else:
-                    self._warn(f"node device {name}: {exc}; left out")
+            text = self._xml_desc(
+                "virNodeDeviceGetXMLDesc",
+                dev.XMLDesc,
+                f"node device {name}",
+                libvirt.VIR_ERR_NO_NODE_DEVICE,
+                "left out",
+            )
+            if text is None:
                 continue
             try:
                 device = parse_node_device(text, name)
@@ -303,6 +303,25 @@ class LibvirtDriver(ComputeDriver):
             if device is not None:
                 parsed.append(device)
         return assemble(parsed, self._warn)
+
+    def _xml_desc(
+        self, call: str, xml_desc: Callable[[int], str], what: str, vanished: int, fate: str
+    ) -> str | None:
+        """The XML of a listed object, or None (warned) when it vanished or cannot be read.
+
+        Raises:
+            LibvirtConnectionError: the connection was lost meanwhile.
+        """
+        try:
+            return self.connection.call(call, xml_desc, 0)
+        except LibvirtConnectionError:
+            raise
+        except LibvirtCallError as exc:
+            if exc.code == vanished:
+                self._warn(f"{what} vanished after it was listed; {fate}")
+            else:
+                self._warn(f"{what}: {exc}; {fate}")
+            return None
 
     def _active(self, dev: libvirt.virNodeDevice) -> bool:
         # libvirt >= 7.8 lists defined-but-stopped mdevs too (mdevctl); such an
@@ -341,15 +360,10 @@ class LibvirtDriver(ComputeDriver):
         out = []
         for dom in domains:
             what = f"domain {dom.name()} ({dom.UUIDString()})"
-            try:
-                text = self.connection.call("virDomainGetXMLDesc", dom.XMLDesc, 0)
-            except LibvirtConnectionError:
-                raise
-            except LibvirtCallError as exc:
-                if exc.code == libvirt.VIR_ERR_NO_DOMAIN:
-                    self._warn(f"{what} vanished after it was listed; not counted")
-                else:
-                    self._warn(f"{what}: {exc}; not counted")
+            text = self._xml_desc(
+                "virDomainGetXMLDesc", dom.XMLDesc, what, libvirt.VIR_ERR_NO_DOMAIN, "not counted"
+            )
+            if text is None:
                 continue
             try:
                 root = parse_xml(text, what)
