@@ -1,0 +1,71 @@
+"""Small parts of the service: the metrics address, the watchdog period, the audit record."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.audit import AuditRecord
+from agent.exceptions import ConfigError
+from agent.metrics import AgentMetrics, parse_listen
+from agent.notify import Notifier
+from agent.tracker import CycleOutcome, NodeOutcome
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [("127.0.0.1:9180", ("127.0.0.1", 9180)), ("[::1]:0", ("::1", 0)), ("node1:80", ("node1", 80))],
+)
+def test_parse_listen(text, want):
+    assert parse_listen(text) == want
+
+
+@pytest.mark.parametrize("text", ["9180", "127.0.0.1", "127.0.0.1:http", ":9180", "h:70000"])
+def test_parse_listen_refuses_with_the_option_name(text):
+    with pytest.raises(ConfigError, match=r"\[metrics\] listen"):
+        parse_listen(text)
+
+
+def test_watchdog_interval_is_half_of_watchdog_usec(monkeypatch):
+    monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
+    monkeypatch.setenv("WATCHDOG_USEC", "300000000")
+    monkeypatch.delenv("WATCHDOG_PID", raising=False)
+    notifier = Notifier()
+    assert notifier.watchdog_interval == 150.0
+    assert not notifier.enabled
+    notifier.ready()  # no socket: nothing happens, nothing raised
+    monkeypatch.setenv("WATCHDOG_PID", "1")  # meant for another process
+    assert notifier.watchdog_interval is None
+    monkeypatch.delenv("WATCHDOG_USEC")
+    assert Notifier().watchdog_interval is None
+
+
+def test_audit_record_round_trip_and_corrupt_state():
+    record = AuditRecord({"i1"}, {"u1": 5.0}, {"rp": {"i1": {"VCPU": 2}}}, {"rp": 7})
+    assert AuditRecord.from_json(record.to_json()) == record
+    assert AuditRecord.from_json({"instances": 3}) == AuditRecord()
+    assert AuditRecord.from_json(None) == AuditRecord()
+
+
+def test_metrics_count_cycles_and_requests():
+    class Client:
+        def __init__(self) -> None:
+            self.statuses = {("GET", "200"): 3, ("PUT", "409"): 1}
+
+    metrics = AgentMetrics()
+    ok = CycleOutcome(startup=True, started=100.0, duration=0.5)
+    ok.nodes.append(NodeOutcome("cn", providers=4, allocations_written=["a", "b"]))
+    metrics.observe_cycle(ok)
+    failed = CycleOutcome(startup=False, started=200.0, duration=1.0, error="boom")
+    metrics.observe_cycle(failed)
+    client = Client()
+    metrics.observe_client(client)
+    client.statuses = {("GET", "200"): 5, ("PUT", "409"): 1}
+    metrics.observe_client(client)
+    value = metrics.registry.get_sample_value
+    assert value("compute_agent_cycles_total", {"outcome": "ok"}) == 1
+    assert value("compute_agent_cycles_total", {"outcome": "failed"}) == 1
+    assert value("compute_agent_last_success_timestamp_seconds") == 100.5
+    assert value("compute_agent_providers", {"nodename": "cn"}) == 4
+    assert value("compute_agent_allocations_written_total") == 2
+    assert value("compute_agent_placement_requests_total", {"method": "GET", "status": "200"}) == 5
+    assert value("compute_agent_placement_requests_total", {"method": "PUT", "status": "409"}) == 1
