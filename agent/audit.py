@@ -207,7 +207,8 @@ class AllocationAudit:
             PlacementUnavailable: Placement cannot be reached (the cycle fails).
         """
         result = AuditResult()
-        record = self.record(nodename)
+        stored = self.state.consumers(nodename)
+        record = AuditRecord.from_json(stored)
         result.reads = self.refresh(nodename, record, owned)
         held = record.by_consumer(owned)
         managed = owned - keep
@@ -262,7 +263,8 @@ class AllocationAudit:
         # Our own writes moved these generations: read them again next time.
         for rp in touched:
             record.generations.pop(rp, None)
-        self.save(nodename, record)
+        if record.to_json() != stored:  # a steady host writes nothing
+            self.save(nodename, record)
         return result
 
     def _write(
