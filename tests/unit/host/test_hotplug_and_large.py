@@ -67,3 +67,16 @@ def test_large_synthetic_host(tmp_path):
         g.mdev_types["nvidia-35"].available_instances == 16 for g in res.gpus
     )
     assert len(d.functions) == 8 + 8 * 128 + 8
+
+
+def test_host_driver_watches_udev_only_on_the_live_host(conf_for):
+    from drivers.host import HostDriver
+
+    captured = HostDriver(conf_for("two-socket"))
+    assert captured.watch(lambda: None) is None  # a captured tree never changes
+    live = HostDriver(conf_for("two-socket", host_driver={"sysfs_root": "/"}))
+    monitor = live.watch(lambda: None)
+    try:
+        assert isinstance(monitor, HotplugMonitor) and monitor._observer is not None
+    finally:
+        monitor.stop()
