@@ -30,6 +30,13 @@ INSTALLED_BINARY = "/opt/compute-agent/bin/compute-agent"
 VENV_BINARY = Path(sys.executable).parent / "compute-agent"
 
 
+def required_tool(name: str) -> str:
+    """The path of a systemd tool; `make test` installs the systemd package when it is missing."""
+    path = shutil.which(name)
+    assert path, f"{name} is not installed: run `make test`, which installs the systemd package"
+    return path
+
+
 def read_unit(path: Path) -> dict[str, dict[str, list[str]]]:
     """``{section: {key: [values in file order]}}`` of a systemd unit file.
 
@@ -200,9 +207,7 @@ def verify(unit_text: str, tmp_path: Path) -> tuple[int, list[str]]:
     machine do not. --recursive-errors=no: a broken libvirtd.service on the
     test machine is not ours.
     """
-    tool = shutil.which("systemd-analyze")
-    if tool is None:
-        pytest.skip("systemd-analyze is not installed (make test installs it with apt-get)")
+    tool = required_tool("systemd-analyze")
     path = tmp_path / UNIT.name
     path.write_text(unit_text)
     proc = subprocess.run(
@@ -258,9 +263,7 @@ def test_verify_catches_a_broken_directive(tmp_path, good, bad):
 
 
 def test_sysusers_and_tmpfiles_create_the_user_and_configuration_directory(tmp_path):
-    sysusers, tmpfiles = shutil.which("systemd-sysusers"), shutil.which("systemd-tmpfiles")
-    if sysusers is None or tmpfiles is None:
-        pytest.skip("systemd-sysusers/systemd-tmpfiles not installed (package systemd)")
+    sysusers, tmpfiles = required_tool("systemd-sysusers"), required_tool("systemd-tmpfiles")
     root = tmp_path / "root"
     (root / "etc").mkdir(parents=True)
     for cmd in (
@@ -377,8 +380,7 @@ def test_agent_runs_with_memory_deny_write_execute(tmp_path):
     Covers CPython, ctypes callbacks (libffi), OpenSSL, libudev, libvirt.
     """
     proc = run_sandboxed(tmp_path, "mdwe")
-    if proc.returncode == 77:
-        pytest.skip("this kernel has no PR_SET_MDWE (Linux 6.3+)")
+    assert proc.returncode != 77, "this kernel has no PR_SET_MDWE (Linux 6.3+ is needed)"
     assert proc.returncode == 0, proc.stderr
 
 
@@ -411,15 +413,13 @@ def test_agent_runs_within_the_system_call_filter(tmp_path, service):
     production fails here. A kill means: find the call with strace and add
     it to the unit, or avoid it.
     """
-    if shutil.which("systemd-analyze") is None:
-        pytest.skip("systemd-analyze is not installed (make test installs it with apt-get)")
+    required_tool("systemd-analyze")
     allowed = {"execve", "exit", "exit_group", "getrlimit", "rt_sigreturn", "sigreturn"}
     for entry in one(service, "SystemCallFilter").split():
         assert not entry.startswith("~"), "the unit's filter is an allow list"
         allowed |= syscall_set(entry) if entry.startswith("@") else {entry}
     proc = run_sandboxed(tmp_path, "seccomp", ",".join(sorted(allowed)))
-    if proc.returncode == 77:
-        pytest.skip("libseccomp is not installed")
+    assert proc.returncode != 77, "libseccomp is not installed (package libseccomp2, with systemd)"
     killed = "killed by SIGSYS: a call outside the filter" if proc.returncode == -31 else ""
     assert proc.returncode == 0, f"exit status {proc.returncode} {killed}: {proc.stderr}"
 
