@@ -511,6 +511,17 @@ class ProviderTree:
 
     # -- copying ------------------------------------------------------------------
 
+    def take_from(self, other: ProviderTree) -> None:
+        """Hold exactly what ``other`` holds, taking its providers over.
+
+        ``other`` is emptied: the providers move, they are not copied (a
+        caller that kept a :meth:`copy` to undo edits hands it back here).
+        """
+        with self._lock, other._lock:
+            self._roots, other._roots = other._roots, {}
+            self._by_uuid, other._by_uuid = other._by_uuid, {}
+            self._by_name, other._by_name = other._by_name, {}
+
     def copy(self) -> ProviderTree:
         """An independent tree with the same providers (inventories are shared immutables)."""
         with self._lock:

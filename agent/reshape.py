@@ -466,13 +466,7 @@ def reshape_node(
             outcome.requests = report.client.total_requests() - start
             return outcome
         LOG.info("node %s needs a reshape (%s); reading its allocations", nodename, reason)
-        # A consumer emptied between the two reads of the spec's algorithm has
-        # nothing to move (and its body lacks project and user).
-        allocations = {
-            c: rec
-            for c, rec in report.get_allocations_for_provider_tree(nodename).items()
-            if rec.get("allocations")
-        }
+        allocations = report.get_allocations_for_provider_tree(nodename)
         before = copy.deepcopy(allocations)
         tree = held.copy()
         driver.update_provider_tree(tree, nodename, allocations=allocations)

@@ -95,19 +95,17 @@ class ComputeDriver(abc.ABC):
         """
         host = self.get_host_resources(nodename)
         self._laid_out[nodename] = host
-        # Decide on a copy: with allocations=None the tree must come back
-        # untouched when a reshape is needed (the caller passes it again).
-        desired = provider_tree.copy()
-        apply_layout(desired, host, self.policy)
-        moves = find_moves(
-            provider_tree, desired, nodename, dict(self.policy.resource_class_renames)
-        )
-        if moves and allocations is None:
-            raise ReshapeNeeded(
-                f"compute node {nodename}: inventory must move with its allocations: "
-                + describe_moves(moves, provider_tree, desired)
-            )
+        held = provider_tree.copy()
         apply_layout(provider_tree, host, self.policy)
+        moves = find_moves(held, provider_tree, nodename, dict(self.policy.resource_class_renames))
+        if moves and allocations is None:
+            reason = describe_moves(moves, held, provider_tree)
+            # The tree comes back as it was given: the caller passes it again
+            # with the allocations.
+            provider_tree.take_from(held)
+            raise ReshapeNeeded(
+                f"compute node {nodename}: inventory must move with its allocations: {reason}"
+            )
         self.reshape_placement[nodename] = {}
         if moves and allocations is not None:
             self.reshape_placement[nodename] = reshape_allocations(
