@@ -50,12 +50,15 @@ class AuditRecord:
             for consumers on the node's providers that are not instances.
         held: allocations on each provider of the node as last read.
         generations: provider generation at which ``held`` was read.
+        shared: what the audit last wrote for each consumer on providers
+            outside the tree (the shared-storage provider's DISK_GB).
     """
 
     instances: set[str] = field(default_factory=set)
     unknown: dict[str, float] = field(default_factory=dict)
     held: Held = field(default_factory=dict)
     generations: dict[str, int] = field(default_factory=dict)
+    shared: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, doc: dict[str, Any] | None) -> AuditRecord:
@@ -74,6 +77,12 @@ class AuditRecord:
                     for rp, consumers in doc["held"].items()
                 },
                 generations={str(rp): int(g) for rp, g in doc["generations"].items()},
+                shared={
+                    str(c): {
+                        str(rp): {str(rc): int(n) for rc, n in res.items()} for rp, res in a.items()
+                    }
+                    for c, a in doc.get("shared", {}).items()
+                },
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             LOG.warning("allocation audit state is unusable (%s); reading it from Placement", exc)
@@ -86,6 +95,7 @@ class AuditRecord:
             "unknown": dict(sorted(self.unknown.items())),
             "held": self.held,
             "generations": self.generations,
+            "shared": dict(sorted(self.shared.items())),
         }
 
     def by_consumer(self, providers: Iterable[str]) -> dict[str, dict[str, dict[str, int]]]:
@@ -217,16 +227,24 @@ class AllocationAudit:
         for consumer, want in sorted(expected.items()):
             want_local = _local(want["allocations"], managed)
             have_local = _local(held.get(consumer, {}), managed)
-            if want_local == have_local:
+            outside = set(want["allocations"]) - owned
+            want_shared = _local(want["allocations"], outside)
+            have_shared = record.shared.get(consumer, {})
+            if want_local == have_local and want_shared == have_shared:
                 continue
             try:
-                self._write(consumer, want, owned, keep)
+                # What it held on a previous sharing provider is replaced too.
+                self._write(consumer, want, owned | set(have_shared), keep)
             except PlacementError as exc:
                 line = f"instance {consumer}: allocation not written: {exc}"
                 LOG.error(line)
                 result.errors.append(line)
                 continue
             result.written.append(consumer)
+            if want_shared:
+                record.shared[consumer] = want_shared
+            else:
+                record.shared.pop(consumer, None)
             touched |= set(held.get(consumer, {})) | set(want_local)
             LOG.info("instance %s: allocation written (%s)", consumer, want_local)
 
@@ -244,21 +262,24 @@ class AllocationAudit:
                     result.unknown.append(consumer)
                     continue
                 reason = f"not an instance of this host for {int(now - first)} s"
-            if consumer not in held:
+            if consumer not in held and consumer not in record.shared:
                 continue
             try:
-                self.report.remove_allocations_from(consumer, owned)
+                ours = owned | set(record.shared.get(consumer, {}))
+                self.report.remove_allocations_from(consumer, ours)
             except PlacementError as exc:
                 line = f"consumer {consumer}: allocations not removed: {exc}"
                 LOG.error(line)
                 result.errors.append(line)
                 continue
             record.unknown.pop(consumer, None)
+            record.shared.pop(consumer, None)
             result.removed.append(consumer)
-            touched |= set(held[consumer])
+            touched |= set(held.get(consumer, {}))
             LOG.info("consumer %s: allocations on this host removed (%s)", consumer, reason)
 
         record.instances = set(instances)
+        record.shared = {c: a for c, a in record.shared.items() if c in instances}
         record.unknown = {c: t for c, t in record.unknown.items() if c in held}
         # Our own writes moved these generations: read them again next time.
         for rp in touched:
@@ -286,16 +307,30 @@ class AllocationAudit:
         owner = (want["project_id"], want["user_id"], want.get("consumer_type") or CONSUMER_TYPE)
         self.report.edit_allocations(consumer, edit, owner)
 
-    def forget_instance(self, nodename: str, consumer: str) -> None:
-        """Drop ``consumer`` from the known instances (after its claim was aborted)."""
-        record = self.record(nodename)
-        if consumer in record.instances:
-            record.instances.discard(consumer)
-            self.save(nodename, record)
+    def forget_instance(self, nodename: str, consumer: str) -> set[str]:
+        """Drop ``consumer`` from the known instances (its claim is being given back).
 
-    def add_instance(self, nodename: str, consumer: str) -> None:
-        """Count ``consumer`` as an instance of ``nodename`` (after a claim)."""
+        Returns:
+            The providers outside the tree it was given allocations on (the
+            sharing provider), to clear along with this host's own.
+        """
+        record = self.record(nodename)
+        shared = set(record.shared.pop(consumer, {}))
+        record.instances.discard(consumer)
+        self.save(nodename, record)
+        return shared
+
+    def add_instance(
+        self, nodename: str, consumer: str, shared: dict[str, dict[str, int]] | None = None
+    ) -> None:
+        """Count ``consumer`` as an instance of ``nodename`` (a claim).
+
+        Args:
+            shared: what the claim allocates on providers outside the tree.
+        """
         record = self.record(nodename)
         record.instances.add(consumer)
         record.unknown.pop(consumer, None)
+        if shared:
+            record.shared[consumer] = shared
         self.save(nodename, record)

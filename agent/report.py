@@ -36,6 +36,7 @@ from agent.placement.errors import (
     PlacementError,
 )
 from agent.provider_tree import ProviderTree, default_root_uuid
+from agent.resources import Inventory, to_inventories
 from agent.state import StateStore
 from agent.tree_diff import TreeDiff, diff_trees
 
@@ -650,8 +651,7 @@ class ReportClient:
             self._read_tree(nodename)
         consumers: dict[str, None] = {}
         for uuid in self._seen[nodename].get_provider_uuids():
-            body = self.client.get("/resource_providers/{uuid}/allocations", uuid=uuid)
-            consumers.update(dict.fromkeys(body["allocations"]))
+            consumers.update(dict.fromkeys(self.provider_allocations(uuid)))
         out = {}
         for consumer in consumers:
             record = self.client.get("/allocations/{consumer}", consumer=consumer)
@@ -785,6 +785,11 @@ class ReportClient:
         """``GET /resource_providers/{uuid}/allocations`` as ``{consumer: {rc: amount}}``."""
         body = self.client.get("/resource_providers/{uuid}/allocations", uuid=uuid)
         return {c: dict(a["resources"]) for c, a in body["allocations"].items()}
+
+    def provider_inventory(self, uuid: str) -> dict[str, Inventory]:
+        """``GET /resource_providers/{uuid}/inventories`` of a provider outside the trees read."""
+        body = self.client.get("/resource_providers/{uuid}/inventories", uuid=uuid)
+        return to_inventories(body["inventories"])
 
     def provider_usages(self, uuid: str) -> dict[str, int]:
         """``GET /resource_providers/{uuid}/usages``: ``{resource class: amount in use}``."""

@@ -156,6 +156,8 @@ class ResourceTracker:
             report, state, conf.compute.remove_unknown_allocations_after, clock
         )
         self._locks: dict[str, threading.Lock] = {}
+        # nodename -> (compute node aggregates, sharing provider UUID or None)
+        self._sharing: dict[str, tuple[frozenset[str], str | None]] = {}
         self._locks_guard = threading.Lock()
 
     def _lock(self, nodename: str) -> threading.Lock:
@@ -257,7 +259,14 @@ class ResourceTracker:
         """The shared-storage provider for DISK_GB when the node's disks are shared."""
         if not self.driver.laid_out_resources(nodename).shared_storage:
             return None
-        found = self.report.sharing_providers(set(tree.data(nodename).aggregates), "DISK_GB")
+        aggregates = tree.data(nodename).aggregates
+        cached = self._sharing.get(nodename)
+        # Asked again only when the compute node's aggregates change (or on
+        # SIGHUP, which builds a new tracker): a steady cycle stays one request.
+        if cached is not None and cached[0] == aggregates:
+            return cached[1]
+        found = self.report.sharing_providers(set(aggregates), "DISK_GB")
+        self._sharing[nodename] = (aggregates, found[0] if found else None)
         if len(found) > 1:
             LOG.warning(
                 "node %s: several sharing providers offer DISK_GB (%s); using %s",
@@ -341,8 +350,10 @@ class ResourceTracker:
             tree = self.report.get_provider_tree_and_ensure_root(nodename)
             self.driver.update_provider_tree(tree, nodename)
             host = self.driver.laid_out_resources(nodename)
+            # Planned with the node's other instances, so an instance without NUMA
+            # affinity lands on the cell the audit would give it.
             plan = plan_allocations(
-                [instance],
+                [*self.driver.list_instances(nodename), instance],
                 host,
                 tree,
                 self.driver.policy,
@@ -353,14 +364,21 @@ class ResourceTracker:
                 return {"allocations": {}}
             for rp, alloc in plan["allocations"].items():
                 usages = self.report.provider_usages(rp)
-                inventory = tree.data(rp).inventory if tree.exists(rp) else {}
+                if tree.exists(rp):
+                    inventory = tree.data(rp).inventory
+                else:  # the sharing provider, outside the node's tree
+                    inventory = self.report.provider_inventory(rp)
                 for rc, amount in alloc["resources"].items():
                     if rc not in inventory:
                         raise CapacityExceeded(
                             rc, amount, usages.get(rc, 0), 0, f"provider {rp} has no {rc}"
                         )
                     inventory[rc].check(amount, usages.get(rc, 0))
-            self.audit.add_instance(nodename, instance.uuid)
+            owned = self._owned(tree, nodename)
+            shared = {
+                rp: dict(a["resources"]) for rp, a in plan["allocations"].items() if rp not in owned
+            }
+            self.audit.add_instance(nodename, instance.uuid, shared)
             self.report.put_allocations(
                 instance.uuid,
                 {rp: dict(a["resources"]) for rp, a in plan["allocations"].items()},
@@ -379,6 +397,6 @@ class ResourceTracker:
         """
         with self._lock(nodename):
             tree = self.report.get_provider_tree_and_ensure_root(nodename)
-            self.report.remove_allocations_from(instance.uuid, self._owned(tree, nodename))
-            self.audit.forget_instance(nodename, instance.uuid)
+            shared = self.audit.forget_instance(nodename, instance.uuid)
+            self.report.remove_allocations_from(instance.uuid, self._owned(tree, nodename) | shared)
             LOG.info("instance %s: claim on %s given back", instance.uuid, nodename)

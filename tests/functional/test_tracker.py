@@ -391,3 +391,59 @@ def test_startup_cycle_reshapes_and_a_later_cycle_refuses_to(tmp_path, embedded)
     }
     assert flat.held(flat.inst(3))[f"{n}_NUMA0"] == {"PCPU": 4, "MEMORY_MB": 8192}
     assert tracker.update_available_resource(startup=False).nodes[0].allocations_written == []
+
+
+def test_shared_storage_disk_goes_to_the_sharing_provider_found_once(tmp_path, embedded):
+    """DISK_GB on shared storage: against the provider sharing it by aggregate."""
+    s = Setup(tmp_path, embedded)
+    text = (tmp_path / "host.yaml").read_text()
+    (tmp_path / "host.yaml").write_text(
+        text.replace("disk_gb: 3500", "disk_gb: 3500\n    shared_storage: true")
+    )
+    s.driver.reload()
+    assert s.cycle(startup=True).ok
+    root = s.uuid(s.nodename)
+    assert "DISK_GB" not in s.held(s.inst(4)).get(s.nodename, {})  # no sharing provider yet
+    agg = str(uuidlib.uuid4())
+    resp = requests.post(
+        f"{s.base}/resource_providers", json={"name": unique("nfs")}, headers=HEADERS, timeout=10
+    )
+    nfs = resp.json()["uuid"]
+    for path, body in (
+        (
+            "inventories",
+            {"resource_provider_generation": 0, "inventories": {"DISK_GB": {"total": 10_000}}},
+        ),
+        ("traits", {"resource_provider_generation": 1, "traits": ["MISC_SHARES_VIA_AGGREGATE"]}),
+        ("aggregates", {"resource_provider_generation": 2, "aggregates": [agg]}),
+    ):
+        r = requests.put(
+            f"{s.base}/resource_providers/{nfs}/{path}", json=body, headers=HEADERS, timeout=10
+        )
+        assert r.status_code == 200, r.text
+    gen = http_get(s.base, f"/resource_providers/{root}")["generation"]
+    r = requests.put(
+        f"{s.base}/resource_providers/{root}/aggregates",
+        json={"resource_provider_generation": gen, "aggregates": [agg]},
+        headers=HEADERS,
+        timeout=10,
+    )
+    assert r.status_code == 200, r.text
+    outcome = s.cycle()
+    assert sorted(outcome.nodes[0].allocations_written) == [s.inst(i) for i in (1, 2, 3, 4)]
+    held = s.held(s.inst(4))
+    assert held[http_get(s.base, f"/resource_providers/{nfs}")["name"]] == {"DISK_GB": 180}
+    assert "DISK_GB" not in held.get(s.nodename, {})
+    s.cycle()
+    assert s.cycle().requests == 1  # the sharing provider is not looked up every cycle
+    nfs_name = http_get(s.base, f"/resource_providers/{nfs}")["name"]
+    new = Instance(str(uuidlib.uuid4()), PROJECT, USER, Flavor(1, 512, root_gb=7))
+    s.driver.spawn(s.nodename, new)  # the claim puts its disk on the sharing provider
+    assert s.held(new.uuid)[nfs_name] == {"DISK_GB": 7}
+    assert s.cycle().nodes[0].allocations_written == []
+    s.driver.destroy(new.uuid)  # and giving it back clears it there too
+    assert s.held(new.uuid) == {}
+    s.driver.tracker = None
+    s.driver.destroy(s.inst(4))  # gone behind the agent's back
+    assert s.cycle().nodes[0].allocations_removed == [s.inst(4)]
+    assert s.held(s.inst(4)) == {}
