@@ -147,3 +147,24 @@ class ComputeDriver(abc.ABC):
             self.policy,
             sharing_provider_uuid,
         )
+
+
+class SingleNodeDriver(ComputeDriver):
+    """A driver of exactly one node, this host: ``[DEFAULT] host`` (host, libvirt).
+
+    Subclasses set :attr:`settings` (``drivers.host.settings.HostSettings``)
+    in their constructor.
+    """
+
+    settings: Any
+
+    def get_nodenames(self) -> list[str]:
+        """``[DEFAULT] host``: the one node."""
+        return [self.settings.nodename]
+
+    def _check(self, nodename: str) -> None:
+        """Raise ``KeyError`` unless ``nodename`` is this driver's node."""
+        if nodename != self.settings.nodename:
+            raise KeyError(
+                f"node {nodename!r} is not managed here (only {self.settings.nodename!r})"
+            )

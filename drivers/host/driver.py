@@ -10,14 +10,14 @@ from collections.abc import Callable
 
 from oslo_config import cfg
 
-from drivers.base import ComputeDriver
+from drivers.base import SingleNodeDriver
 from drivers.host.discovery import Discovery, discover_host
 from drivers.host.hotplug import HotplugMonitor
 from drivers.host.settings import HostSettings, settings_from_conf
 from drivers.records import HostResources, Instance
 
 
-class HostDriver(ComputeDriver):
+class HostDriver(SingleNodeDriver):
     """Reports the hardware found under ``[host_driver] sysfs_root`` as one node.
 
     Args:
@@ -32,16 +32,6 @@ class HostDriver(ComputeDriver):
         super().__init__(conf)
         self.settings: HostSettings = settings_from_conf(conf)
         self.last: Discovery | None = None
-
-    def get_nodenames(self) -> list[str]:
-        """``[DEFAULT] host``: the one node."""
-        return [self.settings.nodename]
-
-    def _check(self, nodename: str) -> None:
-        if nodename != self.settings.nodename:
-            raise KeyError(
-                f"node {nodename!r} is not managed here (only {self.settings.nodename!r})"
-            )
 
     def discover(self) -> Discovery:
         """Run a full discovery now (also kept as :attr:`last`).

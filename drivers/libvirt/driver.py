@@ -19,7 +19,7 @@ import libvirt
 from oslo_config import cfg
 
 from agent.exceptions import ConfigError
-from drivers.base import ComputeDriver
+from drivers.base import SingleNodeDriver
 from drivers.host.cpu import split_cpus
 from drivers.host.disk import discover_disk
 from drivers.host.passthrough import discover_passthrough
@@ -79,7 +79,7 @@ class LibvirtHost:
     cpu_features: frozenset[str]
 
 
-class LibvirtDriver(ComputeDriver):
+class LibvirtDriver(SingleNodeDriver):
     """Reports a libvirt hypervisor (``[libvirt] connection_uri``) as one node.
 
     Args:
@@ -127,16 +127,6 @@ class LibvirtDriver(ComputeDriver):
             LOG.warning("%s", message)
 
     # -- ComputeDriver ------------------------------------------------------------
-
-    def get_nodenames(self) -> list[str]:
-        """``[DEFAULT] host``: the one node."""
-        return [self.settings.nodename]
-
-    def _check(self, nodename: str) -> None:
-        if nodename != self.settings.nodename:
-            raise KeyError(
-                f"node {nodename!r} is not managed here (only {self.settings.nodename!r})"
-            )
 
     def get_host_resources(self, nodename: str) -> HostResources:
         """What the hypervisor offers now (a fresh read on every call).
