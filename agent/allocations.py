@@ -13,12 +13,18 @@ Rules from resource-providers-allocations.txt, extended to nested providers:
 - One unit of the device's class per whole PCI device, SRIOV_NET_VF per VF
   against its PF's provider, VGPU per mdev against the GPU that holds it.
 
-NUMA rule: an instance pinned to cells has its CPUs and memory split evenly
-over those cells (the remainder to the lowest-numbered ones). An instance
-with no NUMA affinity is placed whole on the cell with the most free
-capacity of its CPU class at that point (ties: more free memory, then the
-lower cell number); pinned instances are placed first, then the others in
-UUID order, so the result does not depend on the order the driver listed them.
+NUMA rule (sticky): an instance pinned to cells has its CPUs and memory
+split evenly over those cells (the remainder to the lowest-numbered ones).
+An instance with no NUMA affinity that Placement already holds on cells of
+this node, with its flavor's amounts, stays there as long as it fits: its
+cells keep room for it after the pinned instances and the consumers that are
+not instances (a migration, another service) are counted. Only a new
+instance, or one that no longer fits, is placed by the rule: whole on the
+cell with the most free capacity of its CPU class at that point (ties: more
+free memory, then the lower cell number), in UUID order. So raising a cell's
+allocation ratio, adding an instance or restarting the agent moves nothing
+that fits, and the result does not depend on the order the driver listed
+the instances.
 """
 
 from __future__ import annotations
@@ -26,20 +32,27 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
 
+from agent.allocation_model import INSTANCE, ByProvider, ConsumerAllocations
 from agent.layout import LayoutPolicy, device_provider_name, numa_provider_name
 from agent.provider_tree import ProviderTree
 from drivers.records import HostResources, Instance
 
 LOG = logging.getLogger(__name__)
 
-CONSUMER_TYPE = "INSTANCE"
-"""Placement consumer type of an instance (microversion 1.38)."""
+CPU_MEMORY_CLASSES = frozenset({"VCPU", "PCPU", "MEMORY_MB"})
+"""Classes every instance holds on the compute node or its NUMA cells (flavor)."""
 
-AllocationRecord = dict[str, Any]
-"""``{"allocations": {rp: {"resources": {rc: n}}}, "project_id", "user_id", "consumer_type"}``."""
+
+def cpu_memory_providers(tree: ProviderTree, providers: Iterable[str]) -> set[str]:
+    """The providers among ``providers`` whose inventory has VCPU, PCPU or MEMORY_MB.
+
+    Every instance holds something on one of them (the compute node, or the
+    NUMA cells when NUMA is modelled): the allocation audit reads them on
+    every cycle (agent.audit).
+    """
+    return {u for u in providers if CPU_MEMORY_CLASSES & set(tree.data(u).inventory)}
 
 
 def disk_gb(instance: Instance) -> int:
@@ -54,18 +67,31 @@ def _split(amount: int, parts: int) -> list[int]:
     return [base + (1 if i < rest else 0) for i in range(parts)]
 
 
+Planned = dict[str, dict[str, int]]
+"""``{provider UUID: {resource class: amount}}`` being built for one instance."""
+
+
 class _NumaLedger:
     """Free capacity per NUMA cell provider while instances are placed."""
 
     def __init__(self, tree: ProviderTree, nodename: str, cell_ids: Iterable[int]) -> None:
         self.names = {cid: numa_provider_name(nodename, cid) for cid in sorted(cell_ids)}
+        self.uuids: dict[int, str] = {}
         self.free: dict[int, dict[str, int]] = {}
         for cid, name in self.names.items():
             inv = tree.data(name).inventory if tree.exists(name) else {}
             self.free[cid] = {rc: i.capacity for rc, i in inv.items()}
+            if tree.exists(name):
+                self.uuids[cid] = tree.data(name).uuid
+        self.cell_of = {u: cid for cid, u in self.uuids.items()}
 
     def take(self, cid: int, rc: str, amount: int) -> None:
         self.free[cid][rc] = self.free[cid].get(rc, 0) - amount
+
+    def fits(self, amounts: Mapping[int, Mapping[str, int]]) -> bool:
+        return all(
+            self.free[cid].get(rc, 0) >= n for cid, res in amounts.items() for rc, n in res.items()
+        )
 
     def best_cell(self, cpu_rc: str) -> int:
         return min(
@@ -74,13 +100,186 @@ class _NumaLedger:
         )
 
 
+class _Planner:
+    """Plans one node's instances, kind of allocation by kind (see the module docstring)."""
+
+    def __init__(
+        self,
+        host: HostResources,
+        tree: ProviderTree,
+        policy: LayoutPolicy,
+        sharing_provider_uuid: str | None,
+        held: Mapping[str, ByProvider],
+    ) -> None:
+        self.host = host
+        self.tree = tree
+        self.node = host.nodename
+        self.root_uuid = tree.data(self.node).uuid
+        self.sharing = sharing_provider_uuid
+        self.held = held
+        numa = policy.model_numa and bool(host.numa_cells)
+        self.ledger = (
+            _NumaLedger(tree, self.node, (c.id for c in host.numa_cells)) if numa else None
+        )
+        self.pf_of_vf = host.pf_of_vf()
+        self.gpu_of_mdev = host.gpu_of_mdev()
+        self.whole = {d.address for d in host.pci_devices}
+
+    # -- CPUs and memory ---------------------------------------------------------
+
+    def count_others(self, instances: set[str]) -> None:
+        """Take what consumers that are not instances hold on the cells off the ledger."""
+        if self.ledger is None:
+            return
+        for consumer, per_rp in self.held.items():
+            if consumer in instances:
+                continue
+            for rp, amounts in per_rp.items():
+                cid = self.ledger.cell_of.get(rp)
+                if cid is None:
+                    continue
+                for rc, n in amounts.items():
+                    if rc in CPU_MEMORY_CLASSES:
+                        self.ledger.take(cid, rc, n)
+
+    def flat(self, inst: Instance, res: Planned) -> None:
+        cpu_rc = "PCPU" if inst.pinned else "VCPU"
+        if inst.flavor.vcpus:
+            res[self.root_uuid][cpu_rc] += inst.flavor.vcpus
+        if inst.flavor.memory_mb:
+            res[self.root_uuid]["MEMORY_MB"] += inst.flavor.memory_mb
+
+    def held_cells(self, inst: Instance) -> dict[int, dict[str, int]] | None:
+        """The cells Placement holds ``inst``'s CPUs and memory on, if they carry its flavor."""
+        assert self.ledger is not None
+        cpu_rc = "PCPU" if inst.pinned else "VCPU"
+        cells: dict[int, dict[str, int]] = {}
+        for rp, amounts in self.held.get(inst.uuid, {}).items():
+            cid = self.ledger.cell_of.get(rp)
+            part = {rc: n for rc, n in amounts.items() if rc in CPU_MEMORY_CLASSES}
+            if not part:
+                continue
+            if cid is None:
+                return None  # CPUs or memory held off the cells: not where they belong
+            cells[cid] = part
+        cpus = sum(c.get(cpu_rc, 0) for c in cells.values())
+        mem = sum(c.get("MEMORY_MB", 0) for c in cells.values())
+        other_cpu = sum(c.get(rc, 0) for c in cells.values() for rc in ("VCPU", "PCPU")) - cpus
+        if not cells or other_cpu or (cpus, mem) != (inst.flavor.vcpus, inst.flavor.memory_mb):
+            return None
+        return cells
+
+    def on_cells(
+        self, inst: Instance, cells: Mapping[int, Mapping[str, int]], res: Planned
+    ) -> None:
+        assert self.ledger is not None
+        for cid, amounts in cells.items():
+            for rc, n in amounts.items():
+                res[self.ledger.uuids[cid]][rc] += n
+                self.ledger.take(cid, rc, n)
+
+    def by_rule(self, inst: Instance, res: Planned) -> None:
+        """Pinned cells split evenly, else the whole instance on the most free cell."""
+        ledger = self.ledger
+        assert ledger is not None
+        cpu_rc = "PCPU" if inst.pinned else "VCPU"
+        cells = [c for c in inst.numa_cells if c in ledger.uuids]
+        if len(cells) != len(inst.numa_cells):
+            LOG.warning(
+                "instance %s is pinned to NUMA cells %s but node %s has cells %s; "
+                "placing it by the no-affinity rule",
+                inst.uuid,
+                list(inst.numa_cells),
+                self.node,
+                sorted(ledger.uuids),
+            )
+            cells = []
+        if not cells:
+            cells = [ledger.best_cell(cpu_rc)]
+        split: dict[int, dict[str, int]] = {}
+        for cid, cpus, mem in zip(
+            cells,
+            _split(inst.flavor.vcpus, len(cells)),
+            _split(inst.flavor.memory_mb, len(cells)),
+            strict=True,
+        ):
+            split[cid] = {k: v for k, v in ((cpu_rc, cpus), ("MEMORY_MB", mem)) if v}
+        self.on_cells(inst, split, res)
+
+    # -- disk and devices -----------------------------------------------------------
+
+    def disk(self, inst: Instance, res: Planned) -> None:
+        """DISK_GB on the compute node, or on the sharing provider with shared storage.
+
+        With shared storage, an instance booted from volume still has its
+        ephemeral and swap disks under ``instances_path``, which is on the
+        shared storage: they go to the sharing provider too
+        (docs/tree-shape.md, "Shared storage and boot from volume").
+        """
+        disk = disk_gb(inst)
+        if not disk:
+            return
+        if not self.host.shared_storage:
+            res[self.root_uuid]["DISK_GB"] += disk
+        elif self.sharing:
+            res[self.sharing]["DISK_GB"] += disk
+        else:
+            LOG.warning(
+                "instance %s: %d GiB of disk on shared storage not allocated: no sharing "
+                "provider is associated with compute node %s by aggregate",
+                inst.uuid,
+                disk,
+                self.node,
+            )
+
+    def pci(self, inst: Instance, res: Planned) -> None:
+        for address in inst.pci_devices:
+            if address in self.pf_of_vf:
+                provider = device_provider_name(self.node, self.pf_of_vf[address])
+                rc = "SRIOV_NET_VF"
+            elif address in self.whole:
+                provider = device_provider_name(self.node, address)
+                inv = self.tree.data(provider).inventory if self.tree.exists(provider) else {}
+                rc = next(iter(inv), "")
+            else:
+                provider, rc = "", ""
+            if not rc or not self.tree.exists(provider):
+                LOG.warning(
+                    "instance %s: PCI device %s is not a device this node reports; "
+                    "no allocation for it",
+                    inst.uuid,
+                    address,
+                )
+                continue
+            res[self.tree.data(provider).uuid][rc] += 1
+
+    def mdevs(self, inst: Instance, res: Planned) -> None:
+        for mdev in inst.mdevs:
+            gpu = self.gpu_of_mdev.get(mdev)
+            provider = device_provider_name(self.node, gpu) if gpu else ""
+            if not gpu or not self.tree.exists(provider):
+                LOG.warning(
+                    "instance %s: mdev %s is not on a GPU this node reports as VGPU; "
+                    "no allocation for it",
+                    inst.uuid,
+                    mdev,
+                )
+                continue
+            res[self.tree.data(provider).uuid]["VGPU"] += 1
+
+
+def _new_planned() -> Planned:
+    return defaultdict(lambda: defaultdict(int))
+
+
 def plan_allocations(
     instances: Iterable[Instance],
     host: HostResources,
     tree: ProviderTree,
     policy: LayoutPolicy,
     sharing_provider_uuid: str | None = None,
-) -> dict[str, AllocationRecord]:
+    held: Mapping[str, ByProvider] | None = None,
+) -> dict[str, ConsumerAllocations]:
     """The allocation every instance of a node should hold, keyed by consumer UUID.
 
     Args:
@@ -90,115 +289,51 @@ def plan_allocations(
         policy: the layout policy (is NUMA modelled).
         sharing_provider_uuid: the shared-storage provider to put DISK_GB
             on when ``host.shared_storage``; None when none is associated.
+        held: ``{consumer: {provider: {rc: amount}}}`` that Placement holds
+            on the node's CPU and memory providers (the allocation audit's
+            read), so an instance that fits where it is stays there (module
+            docstring, "sticky"); None plans every instance by the rule.
 
     Returns:
-        ``{consumer_uuid: AllocationRecord}``; the record is the body of
-        ``PUT /allocations/{consumer_uuid}`` less ``consumer_generation``.
-        An instance that uses nothing gets no entry.
+        ``{consumer_uuid: ConsumerAllocations}`` (no consumer generation). An
+        instance that uses nothing gets no entry.
 
     Raises:
         ProviderNotFound: the compute node is not in ``tree``.
     """
-    node = host.nodename
-    root_uuid = tree.data(node).uuid
-    numa = policy.model_numa and bool(host.numa_cells)
-    ledger = _NumaLedger(tree, node, (c.id for c in host.numa_cells)) if numa else None
-    pf_of_vf = host.pf_of_vf()
-    gpu_of_mdev = host.gpu_of_mdev()
-    whole = {d.address for d in host.pci_devices}
-
-    ordered = sorted(instances, key=lambda i: (not i.numa_cells, i.uuid))
-    out: dict[str, AllocationRecord] = {}
-    for inst in ordered:
-        res: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        cpu_rc = "PCPU" if inst.pinned else "VCPU"
-        if ledger is None:
-            if inst.flavor.vcpus:
-                res[root_uuid][cpu_rc] += inst.flavor.vcpus
-            if inst.flavor.memory_mb:
-                res[root_uuid]["MEMORY_MB"] += inst.flavor.memory_mb
-        else:
-            cells = [c for c in inst.numa_cells if c in ledger.names]
-            if len(cells) != len(inst.numa_cells):
-                LOG.warning(
-                    "instance %s is pinned to NUMA cells %s but node %s has cells %s; "
-                    "placing it by the no-affinity rule",
-                    inst.uuid,
-                    list(inst.numa_cells),
-                    node,
-                    sorted(ledger.names),
-                )
-                cells = []
-            if not cells:
-                cells = [ledger.best_cell(cpu_rc)]
-            for cid, cpus, mem in zip(
-                cells,
-                _split(inst.flavor.vcpus, len(cells)),
-                _split(inst.flavor.memory_mb, len(cells)),
-                strict=True,
-            ):
-                cell_uuid = tree.data(ledger.names[cid]).uuid
-                if cpus:
-                    res[cell_uuid][cpu_rc] += cpus
-                    ledger.take(cid, cpu_rc, cpus)
-                if mem:
-                    res[cell_uuid]["MEMORY_MB"] += mem
-                    ledger.take(cid, "MEMORY_MB", mem)
-
-        disk = disk_gb(inst)
-        if disk:
-            if not host.shared_storage:
-                res[root_uuid]["DISK_GB"] += disk
-            elif sharing_provider_uuid:
-                res[sharing_provider_uuid]["DISK_GB"] += disk
+    planner = _Planner(host, tree, policy, sharing_provider_uuid, held or {})
+    listed = list(instances)
+    planned: dict[str, Planned] = {i.uuid: _new_planned() for i in listed}
+    ledger = planner.ledger
+    if ledger is None:
+        for inst in listed:
+            planner.flat(inst, planned[inst.uuid])
+    else:
+        planner.count_others(set(planned))
+        pinned = sorted((i for i in listed if i.numa_cells), key=lambda i: i.uuid)
+        loose = sorted((i for i in listed if not i.numa_cells), key=lambda i: i.uuid)
+        for inst in pinned:
+            planner.by_rule(inst, planned[inst.uuid])
+        strays = []
+        for inst in loose:
+            cells = planner.held_cells(inst)
+            if cells is not None and ledger.fits(cells):
+                planner.on_cells(inst, cells, planned[inst.uuid])
             else:
-                LOG.warning(
-                    "instance %s: %d GiB of disk on shared storage not allocated: no sharing "
-                    "provider is associated with compute node %s by aggregate",
-                    inst.uuid,
-                    disk,
-                    node,
-                )
-
-        for address in inst.pci_devices:
-            if address in pf_of_vf:
-                provider, rc = device_provider_name(node, pf_of_vf[address]), "SRIOV_NET_VF"
-            elif address in whole:
-                provider = device_provider_name(node, address)
-                inv = tree.data(provider).inventory if tree.exists(provider) else {}
-                rc = next(iter(inv), "")
-            else:
-                provider, rc = "", ""
-            if not rc or not tree.exists(provider):
-                LOG.warning(
-                    "instance %s: PCI device %s is not a device this node reports; "
-                    "no allocation for it",
-                    inst.uuid,
-                    address,
-                )
-                continue
-            res[tree.data(provider).uuid][rc] += 1
-
-        for mdev in inst.mdevs:
-            gpu = gpu_of_mdev.get(mdev)
-            provider = device_provider_name(node, gpu) if gpu else ""
-            if not gpu or not tree.exists(provider):
-                LOG.warning(
-                    "instance %s: mdev %s is not on a GPU this node reports as VGPU; "
-                    "no allocation for it",
-                    inst.uuid,
-                    mdev,
-                )
-                continue
-            res[tree.data(provider).uuid]["VGPU"] += 1
-
+                strays.append(inst)
+        for inst in strays:
+            planner.by_rule(inst, planned[inst.uuid])
+    out: dict[str, ConsumerAllocations] = {}
+    for inst in listed:
+        res = planned[inst.uuid]
+        planner.disk(inst, res)
+        planner.pci(inst, res)
+        planner.mdevs(inst, res)
         if res:
-            out[inst.uuid] = {
-                "allocations": {
-                    rp: {"resources": dict(sorted(amounts.items()))} for rp, amounts in res.items()
-                },
-                "project_id": inst.project_id,
-                "user_id": inst.user_id,
-                "consumer_type": CONSUMER_TYPE,
-            }
-    return out
+            out[inst.uuid] = ConsumerAllocations(
+                allocations={rp: dict(sorted(a.items())) for rp, a in sorted(res.items())},
+                project_id=inst.project_id,
+                user_id=inst.user_id,
+                consumer_type=INSTANCE,
+            )
+    return dict(sorted(out.items()))

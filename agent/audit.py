@@ -1,43 +1,67 @@
 """The allocation audit: what every instance should hold against what Placement holds.
 
-Rules (resource-providers-allocations.txt; DESIGN.md "Allocations"):
+Rules (resource-providers-allocations.txt; docs/service.md "Allocation audit"):
 
 - An instance of this host gets the allocation the driver's layout gives it
   (:func:`agent.allocations.plan_allocations`). A missing or different one is
-  written with the consumer's generation. Allocations it holds on providers
-  that are not this agent's (outside the tree, or a child without the owner
-  trait, e.g. a network agent's bandwidth provider) are kept as they are.
+  written with the consumer's generation. Parts it holds on providers that
+  are not this agent's (outside the tree, or a child without the owner
+  trait, e.g. a network agent's bandwidth provider) are kept as they are
+  (:func:`agent.allocation_model.merge_ours`).
 - An instance that was on this host and is gone loses this host's part of
-  its allocations (a 404 is fine; its allocations elsewhere stay).
-- A consumer this agent never saw as an instance (an instance being built, a
-  migration, another service) is left alone, unless
-  ``[compute] remove_unknown_allocations_after`` is set and that many seconds
-  passed since it was first seen.
+  its allocations (its allocations elsewhere stay). It stays known until
+  the removal is confirmed, so a failed removal is tried again.
+- A consumer this agent never saw as an instance (an instance being built,
+  another service) is left alone, unless ``[compute]
+  remove_unknown_allocations_after`` is set and that many seconds passed
+  since it was first seen. A migration record (consumer type ``MIGRATION``)
+  is always left alone.
 
-Cost: Placement bumps a provider's generation whenever allocations against
-it change, so ``GET /resource_providers/{uuid}/allocations`` is only sent
-for providers whose generation moved since the last audit. A steady host
-costs no request here beyond the tree read the sync already made.
+What is read, and why (the smallest read set that sees every out-of-band
+change; DESIGN.md "Placement facts"):
+
+- Placement does not move a provider's generation on ``DELETE
+  /allocations/{consumer}``, nor on the providers a consumer is moved off by
+  a ``PUT``. So the allocations of the providers that every instance holds
+  something on, the *CPU and memory providers* (the compute node, or the
+  NUMA cells when they carry VCPU/PCPU/MEMORY_MB), are read on every cycle:
+  a deleted or emptied consumer disappears from them.
+- Any other change to an instance of this host is a write that leaves
+  allocations on one of those providers (every instance holds CPUs and
+  memory there), which moves its generation. When a CPU and memory
+  provider's generation or allocations moved, every other provider of the
+  node (devices) and the sharing provider are read again, so a part removed
+  from a device provider or from shared storage is seen too.
+- Otherwise a device provider is read only when its generation (from the
+  tree listing the cycle already made) moved.
+
+A steady host therefore costs one read per CPU and memory provider (1 flat,
+one per NUMA cell) on top of the tree listing. What the audit knows is kept
+in the state directory (``consumers.json``), so a restarted agent reads the
+same set and heals what changed while it was down.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.allocations import CONSUMER_TYPE, AllocationRecord
+from agent.allocation_model import (
+    ByProvider,
+    ConsumerAllocations,
+    ProviderAllocations,
+    by_consumer,
+    clean_by_provider,
+    merge_ours,
+)
 from agent.placement.errors import PlacementError
 from agent.report import ReportClient
 from agent.state import StateStore
 
 LOG = logging.getLogger(__name__)
-
-Held = dict[str, dict[str, dict[str, int]]]
-"""``{provider UUID: {consumer UUID: {resource class: amount}}}``."""
 
 
 @dataclass
@@ -45,44 +69,43 @@ class AuditRecord:
     """What the audit remembers about one node between cycles (``state_path``).
 
     Attributes:
-        instances: consumer UUIDs of the instances seen on the node.
+        instances: consumer UUIDs of the instances seen on the node, and of
+            gone instances whose removal is not yet confirmed.
         unknown: consumer UUID -> when first seen (seconds since the epoch)
             for consumers on the node's providers that are not instances.
-        held: allocations on each provider of the node as last read.
-        generations: provider generation at which ``held`` was read.
-        shared: what the audit last wrote for each consumer on providers
-            outside the tree (the shared-storage provider's DISK_GB).
+        held: the allocations on each provider of the node as last read
+            (with the provider generation of that read; None forces a read).
+        shared: ``{consumer: {provider: {rc: amount}}}`` each instance holds
+            on providers outside the tree (the shared-storage provider), as
+            last read or written.
+        migrations: unknown consumers found to be migration records (never
+            removed, not asked about again while they hold allocations here).
     """
 
     instances: set[str] = field(default_factory=set)
     unknown: dict[str, float] = field(default_factory=dict)
-    held: Held = field(default_factory=dict)
-    generations: dict[str, int] = field(default_factory=dict)
-    shared: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    held: dict[str, ProviderAllocations] = field(default_factory=dict)
+    shared: dict[str, ByProvider] = field(default_factory=dict)
+    migrations: set[str] = field(default_factory=set)
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any] | None) -> AuditRecord:
+    def from_json(cls, doc: Mapping[str, Any] | None) -> AuditRecord:
         """Parse a stored record; anything malformed gives an empty record (re-read)."""
         if not doc:
             return cls()
         try:
+            generations = {str(rp): int(g) for rp, g in doc["generations"].items()}
             return cls(
                 instances={str(c) for c in doc["instances"]},
                 unknown={str(c): float(t) for c, t in doc["unknown"].items()},
                 held={
-                    str(rp): {
-                        str(c): {str(rc): int(n) for rc, n in res.items()}
-                        for c, res in consumers.items()
-                    }
+                    str(rp): ProviderAllocations(
+                        generations.get(rp), dict(clean_by_provider(consumers))
+                    )
                     for rp, consumers in doc["held"].items()
                 },
-                generations={str(rp): int(g) for rp, g in doc["generations"].items()},
-                shared={
-                    str(c): {
-                        str(rp): {str(rc): int(n) for rc, n in res.items()} for rp, res in a.items()
-                    }
-                    for c, a in doc.get("shared", {}).items()
-                },
+                shared={str(c): clean_by_provider(a) for c, a in doc.get("shared", {}).items()},
+                migrations={str(c) for c in doc.get("migrations", [])},
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             LOG.warning("allocation audit state is unusable (%s); reading it from Placement", exc)
@@ -93,18 +116,44 @@ class AuditRecord:
         return {
             "instances": sorted(self.instances),
             "unknown": dict(sorted(self.unknown.items())),
-            "held": self.held,
-            "generations": self.generations,
+            "held": {rp: pa.consumers for rp, pa in sorted(self.held.items())},
+            "generations": {
+                rp: pa.generation
+                for rp, pa in sorted(self.held.items())
+                if pa.generation is not None
+            },
             "shared": dict(sorted(self.shared.items())),
+            "migrations": sorted(self.migrations),
         }
 
-    def by_consumer(self, providers: Iterable[str]) -> dict[str, dict[str, dict[str, int]]]:
+    def by_consumer(self, providers: Iterable[str]) -> dict[str, ByProvider]:
         """``{consumer: {provider: {rc: amount}}}`` over ``providers``."""
-        out: dict[str, dict[str, dict[str, int]]] = defaultdict(dict)
-        for rp in providers:
-            for consumer, res in self.held.get(rp, {}).items():
-                out[consumer][rp] = res
-        return out
+        wanted = set(providers)
+        return by_consumer({rp: pa for rp, pa in self.held.items() if rp in wanted})
+
+
+@dataclass
+class AuditView:
+    """One node's allocations as read at the start of an audit.
+
+    Attributes:
+        nodename: the compute node.
+        record: the audit record, refreshed from Placement.
+        owned: the providers of the node the agent owns.
+        stored: the record as it was stored (to write only a changed one).
+        reads: providers whose allocations were read.
+    """
+
+    nodename: str
+    record: AuditRecord
+    owned: set[str]
+    stored: dict[str, Any]
+    reads: int = 0
+
+    @property
+    def held(self) -> dict[str, ByProvider]:
+        """``{consumer: {provider: {rc: amount}}}`` on the node's owned providers."""
+        return self.record.by_consumer(self.owned)
 
 
 @dataclass
@@ -124,16 +173,6 @@ class AuditResult:
     unknown: list[str] = field(default_factory=list)
     reads: int = 0
     errors: list[str] = field(default_factory=list)
-
-
-def _local(allocations: dict[str, Any], providers: set[str]) -> dict[str, dict[str, int]]:
-    """The part of ``{rp: {"resources": {...}}}`` or ``{rp: {...}}`` on ``providers``."""
-    out = {}
-    for rp, value in allocations.items():
-        if rp in providers:
-            res = value.get("resources", value) if isinstance(value, dict) else value
-            out[rp] = {rc: int(n) for rc, n in res.items() if n}
-    return out
 
 
 class AllocationAudit:
@@ -167,42 +206,87 @@ class AllocationAudit:
         """Store ``record`` for ``nodename``."""
         self.state.set_consumers(nodename, record.to_json())
 
-    def refresh(self, nodename: str, record: AuditRecord, owned: set[str]) -> int:
-        """Re-read the allocations of every owned provider whose generation moved.
+    # -- reading -----------------------------------------------------------------
 
-        Returns:
-            The number of providers read.
-        """
-        generations = self.report.provider_generations(nodename)
-        for rp in set(record.held) - owned:
-            record.held.pop(rp, None)
-            record.generations.pop(rp, None)
-        reads = 0
-        for rp in sorted(owned):
-            gen = generations.get(rp)
-            if gen is not None and record.generations.get(rp) == gen and rp in record.held:
-                continue
-            record.held[rp] = self.report.provider_allocations(rp)
-            reads += 1
-            if gen is not None:
-                record.generations[rp] = gen
-        return reads
-
-    def run(
+    def refresh(
         self,
         nodename: str,
         owned: set[str],
-        expected: dict[str, AllocationRecord],
+        cpu_providers: set[str],
+        sharing: str | None = None,
+    ) -> AuditView:
+        """Read what the module docstring says must be read this cycle.
+
+        Args:
+            nodename: the compute node (its tree was listed this cycle).
+            owned: UUIDs of the providers of the node the agent owns.
+            cpu_providers: the owned providers that carry VCPU, PCPU or
+                MEMORY_MB inventory (read every cycle).
+            sharing: the shared-storage provider DISK_GB goes to, if any.
+
+        Returns:
+            An :class:`AuditView` for :meth:`reconcile` and for planning.
+
+        Raises:
+            PlacementUnavailable, PlacementError: a read failed (the cycle fails).
+        """
+        stored = self.state.consumers(nodename) or {}
+        record = AuditRecord.from_json(stored)
+        view = AuditView(nodename, record, set(owned), stored)
+        generations = self.report.provider_generations(nodename)
+        for rp in set(record.held) - view.owned:
+            del record.held[rp]
+        moved = False
+        for rp in sorted(cpu_providers & view.owned):
+            fresh = self._read(view, rp)
+            old = record.held.get(rp)
+            moved |= old is None or old != fresh
+            record.held[rp] = fresh
+        for rp in sorted(view.owned - cpu_providers):
+            old = record.held.get(rp)
+            if moved or old is None or old.generation != generations.get(rp):
+                record.held[rp] = self._read(view, rp)
+        if sharing is not None and (moved or self._shared_elsewhere(record, sharing)):
+            self._refresh_shared(view, sharing)
+        return view
+
+    def _read(self, view: AuditView, rp: str) -> ProviderAllocations:
+        view.reads += 1
+        return self.report.provider_allocations(rp)
+
+    @staticmethod
+    def _shared_elsewhere(record: AuditRecord, sharing: str) -> bool:
+        # The sharing provider changed (aggregates moved): read the new one.
+        return any(set(parts) - {sharing} for parts in record.shared.values())
+
+    def _refresh_shared(self, view: AuditView, sharing: str) -> None:
+        """What this node's consumers hold on the sharing provider, as Placement has it."""
+        record = view.record
+        ours = record.instances | set(view.held)
+        found = self._read(view, sharing).consumers
+        for consumer in sorted(ours | set(record.shared)):
+            parts = {rp: a for rp, a in record.shared.get(consumer, {}).items() if rp != sharing}
+            if consumer in found and consumer in ours:
+                parts[sharing] = dict(found[consumer])
+            if parts:
+                record.shared[consumer] = parts
+            else:
+                record.shared.pop(consumer, None)
+
+    # -- writing -----------------------------------------------------------------
+
+    def reconcile(
+        self,
+        view: AuditView,
+        expected: Mapping[str, ConsumerAllocations],
         instances: set[str],
         keep: set[str] | frozenset[str] = frozenset(),
     ) -> AuditResult:
-        """Audit the allocations on node ``nodename``'s providers.
+        """Write what differs between ``expected`` and ``view``; remove what is gone.
 
         Args:
-            nodename: the compute node.
-            owned: UUIDs of the providers of this node that the agent owns
-                (the compute node and the children carrying the owner trait).
-            expected: ``{consumer: AllocationRecord}`` from the driver
+            view: from :meth:`refresh` of this cycle.
+            expected: ``{consumer: ConsumerAllocations}`` from the driver
                 (``ComputeDriver.expected_allocations``).
             instances: every instance UUID the driver lists on the node
                 (including those that use nothing).
@@ -216,96 +300,132 @@ class AllocationAudit:
         Raises:
             PlacementUnavailable: Placement cannot be reached (the cycle fails).
         """
-        result = AuditResult()
-        stored = self.state.consumers(nodename)
-        record = AuditRecord.from_json(stored)
-        result.reads = self.refresh(nodename, record, owned)
-        held = record.by_consumer(owned)
-        managed = owned - keep
+        result = AuditResult(reads=view.reads)
+        record = view.record
         touched: set[str] = set()
-
-        for consumer, want in sorted(expected.items()):
-            want_local = _local(want["allocations"], managed)
-            have_local = _local(held.get(consumer, {}), managed)
-            outside = set(want["allocations"]) - owned
-            want_shared = _local(want["allocations"], outside)
-            have_shared = record.shared.get(consumer, {})
-            if want_local == have_local and want_shared == have_shared:
-                continue
-            try:
-                # What it held on a previous sharing provider is replaced too.
-                self._write(consumer, want, owned | set(have_shared), keep)
-            except PlacementError as exc:
-                line = f"instance {consumer}: allocation not written: {exc}"
-                LOG.error(line)
-                result.errors.append(line)
-                continue
-            result.written.append(consumer)
-            if want_shared:
-                record.shared[consumer] = want_shared
-            else:
-                record.shared.pop(consumer, None)
-            touched |= set(held.get(consumer, {})) | set(want_local)
-            LOG.info("instance %s: allocation written (%s)", consumer, want_local)
-
-        gone = record.instances - instances
-        now = self.clock()
-        for consumer in sorted(set(held) | gone):
-            if consumer in instances:
-                continue
-            if consumer in gone:
-                reason = "its instance is gone from this host"
-            else:
-                first = record.unknown.setdefault(consumer, now)
-                grace = self.remove_unknown_after
-                if not grace or now - first < grace:
-                    result.unknown.append(consumer)
-                    continue
-                reason = f"not an instance of this host for {int(now - first)} s"
-            if consumer not in held and consumer not in record.shared:
-                continue
-            try:
-                ours = owned | set(record.shared.get(consumer, {}))
-                self.report.remove_allocations_from(consumer, ours)
-            except PlacementError as exc:
-                line = f"consumer {consumer}: allocations not removed: {exc}"
-                LOG.error(line)
-                result.errors.append(line)
-                continue
-            record.unknown.pop(consumer, None)
-            record.shared.pop(consumer, None)
-            result.removed.append(consumer)
-            touched |= set(held.get(consumer, {}))
-            LOG.info("consumer %s: allocations on this host removed (%s)", consumer, reason)
-
-        record.instances = set(instances)
-        record.shared = {c: a for c, a in record.shared.items() if c in instances}
+        held = view.held
+        for consumer, want in expected.items():
+            touched |= self._heal(view, consumer, want, held.get(consumer, {}), keep, result)
+        failed: set[str] = set()
+        for consumer in sorted(set(held) | (record.instances - instances)):
+            if consumer not in instances:
+                touched |= self._remove(view, consumer, instances, held, result, failed)
+        record.instances = set(instances) | failed
+        record.shared = {c: a for c, a in record.shared.items() if c in record.instances}
         record.unknown = {c: t for c, t in record.unknown.items() if c in held}
+        record.migrations &= set(held)
         # Our own writes moved these generations: read them again next time.
-        for rp in touched:
-            record.generations.pop(rp, None)
-        if record.to_json() != stored:  # a steady host writes nothing
-            self.save(nodename, record)
+        for rp in touched & set(record.held):
+            record.held[rp] = ProviderAllocations(None, record.held[rp].consumers)
+        if record.to_json() != view.stored:  # a steady host writes nothing
+            self.save(view.nodename, record)
         return result
 
-    def _write(
+    def _heal(
+        self,
+        view: AuditView,
+        consumer: str,
+        want: ConsumerAllocations,
+        have: ByProvider,
+        keep: set[str] | frozenset[str],
+        result: AuditResult,
+    ) -> set[str]:
+        """Write ``want`` for one instance unless Placement holds it; the providers touched."""
+        record = view.record
+        managed = view.owned - set(keep)
+        outside = want.providers - view.owned
+        want_shared = want.on(outside)
+        have_shared = record.shared.get(consumer, {})
+        have_local = {rp: a for rp, a in have.items() if rp in managed}
+        if want.on(managed) == have_local and want_shared == have_shared:
+            return set()
+        try:
+            # What it held on a previous sharing provider is replaced too.
+            self.write(consumer, want, view.owned | set(have_shared), keep)
+        except PlacementError as exc:
+            line = f"instance {consumer}: allocation not written: {exc}"
+            LOG.error(line)
+            result.errors.append(line)
+            return set()
+        result.written.append(consumer)
+        if want_shared:
+            record.shared[consumer] = want_shared
+        else:
+            record.shared.pop(consumer, None)
+        LOG.info("instance %s: allocation written (%s)", consumer, want.on(managed))
+        return set(have) | want.providers
+
+    def _remove(
+        self,
+        view: AuditView,
+        consumer: str,
+        instances: set[str],
+        held: Mapping[str, ByProvider],
+        result: AuditResult,
+        failed: set[str],
+    ) -> set[str]:
+        """Remove this host's part of a gone instance or an expired unknown consumer."""
+        record = view.record
+        if consumer in record.instances:
+            reason = "its instance is gone from this host"
+        else:
+            now = self.clock()
+            first = record.unknown.setdefault(consumer, now)
+            grace = self.remove_unknown_after
+            if consumer in record.migrations or not grace or now - first < grace:
+                result.unknown.append(consumer)
+                return set()
+            reason = f"not an instance of this host for {int(now - first)} s"
+        if consumer not in held and consumer not in record.shared:
+            return set()
+        ours = view.owned | set(record.shared.get(consumer, {}))
+        try:
+            removed = self.report.remove_allocations_from(consumer, ours)
+        except PlacementError as exc:
+            line = f"consumer {consumer}: allocations not removed: {exc}"
+            LOG.error(line)
+            result.errors.append(line)
+            if consumer in record.instances:
+                failed.add(consumer)  # tried again next cycle
+            return set()
+        if not removed and consumer in held:
+            # Still held here, yet nothing was removed: a migration record.
+            record.migrations.add(consumer)
+            result.unknown.append(consumer)
+            LOG.info("consumer %s is a migration: its allocations here stay", consumer)
+            return set()
+        record.unknown.pop(consumer, None)
+        record.shared.pop(consumer, None)
+        result.removed.append(consumer)
+        LOG.info("consumer %s: allocations on this host removed (%s)", consumer, reason)
+        return set(held.get(consumer, {}))
+
+    def write(
         self,
         consumer: str,
-        want: AllocationRecord,
-        owned: set[str],
-        keep: set[str] | frozenset[str],
+        want: ConsumerAllocations,
+        ours: set[str],
+        keep: Iterable[str] = (),
     ) -> None:
-        """Write ``want`` on this host's providers, keeping what the consumer holds elsewhere."""
+        """Write ``want`` on this host's providers, keeping what the consumer holds elsewhere.
 
-        def edit(held: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
-            merged = {rp: r for rp, r in held.items() if rp not in owned or rp in keep}
-            for rp, a in want["allocations"].items():
-                if rp not in keep:
-                    merged[rp] = dict(a["resources"])
-            return merged
+        The one write path of claims and the audit: a read-edit-write with
+        the consumer generation (:meth:`ReportClient.edit_allocations`) of
+        :func:`~agent.allocation_model.merge_ours`.
 
-        owner = (want["project_id"], want["user_id"], want.get("consumer_type") or CONSUMER_TYPE)
-        self.report.edit_allocations(consumer, edit, owner)
+        Args:
+            consumer: the consumer UUID.
+            want: its allocations on this host's providers (and the sharing one).
+            ours: the providers whose part the agent decides.
+            keep: providers in ``ours`` whose part stays as held.
+
+        Raises:
+            PlacementError: Placement refused the write (e.g. it does not fit).
+        """
+        kept = set(keep)
+        self.report.edit_allocations(consumer, lambda held: merge_ours(held, want, ours, kept))
+
+    # -- claims --------------------------------------------------------------------
 
     def forget_instance(self, nodename: str, consumer: str) -> set[str]:
         """Drop ``consumer`` from the known instances (its claim is being given back).
@@ -320,9 +440,7 @@ class AllocationAudit:
         self.save(nodename, record)
         return shared
 
-    def add_instance(
-        self, nodename: str, consumer: str, shared: dict[str, dict[str, int]] | None = None
-    ) -> None:
+    def add_instance(self, nodename: str, consumer: str, shared: ByProvider | None = None) -> None:
         """Count ``consumer`` as an instance of ``nodename`` (a claim).
 
         Args:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.allocations import AllocationRecord
+from agent.allocation_model import ConsumerAllocations
 from agent.provider_tree import ProviderTree, default_root_uuid
 from agent.state import StateStore
 from drivers.base import ComputeDriver
@@ -20,12 +20,12 @@ class NodeReport:
     Attributes:
         nodename: the compute node's name.
         tree: its provider tree (root first).
-        allocations: consumer UUID -> allocation record (agent.allocations).
+        allocations: consumer UUID -> what it would hold (agent.allocations).
     """
 
     nodename: str
     tree: ProviderTree
-    allocations: dict[str, AllocationRecord]
+    allocations: dict[str, ConsumerAllocations]
 
 
 def node_root_uuid(nodename: str, state: StateStore | None) -> str:

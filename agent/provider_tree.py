@@ -168,6 +168,17 @@ class ProviderTree:
         if uuid in self._by_uuid:
             held_by = self._by_uuid[uuid].name
             raise ProviderConflict(f"UUID {uuid} is already used by resource provider {held_by!r}")
+        # Lookups take a name or a UUID: one provider's name equal to another's
+        # UUID would make them ambiguous (nova's ProviderTree refuses it too).
+        if name in self._by_uuid:
+            raise ProviderConflict(
+                f"the name {name!r} is the UUID of resource provider "
+                f"{self._by_uuid[name].name!r}; choose another name"
+            )
+        if uuid in self._by_name:
+            raise ProviderConflict(
+                f"UUID {uuid} is the name of another resource provider; choose another UUID"
+            )
         node = _Provider(uuid, name, parent, generation)
         self._by_uuid[uuid] = node
         self._by_name[name] = node

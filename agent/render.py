@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.tree import Tree
 
+from agent.allocation_model import ConsumerAllocations
 from agent.discovery import NodeReport
 from agent.provider_tree import ProviderData, ProviderTree
 
@@ -34,6 +35,13 @@ def provider_document(p: ProviderData) -> dict[str, Any]:
     }
 
 
+def discover_record(allocation: ConsumerAllocations) -> dict[str, Any]:
+    """One instance's allocations as docs/discover.md shows them (a PUT body, no generation)."""
+    body = allocation.to_spec()
+    del body["consumer_generation"]
+    return body
+
+
 def json_document(reports: Sequence[NodeReport], driver: str) -> dict[str, Any]:
     """The ``--format json`` document for a list of node reports."""
     return {
@@ -43,7 +51,9 @@ def json_document(reports: Sequence[NodeReport], driver: str) -> dict[str, Any]:
             {
                 "nodename": r.nodename,
                 "providers": [provider_document(p) for p in r.tree.all_data()],
-                "allocations": {c: r.allocations[c] for c in sorted(r.allocations)},
+                "allocations": {
+                    c: discover_record(r.allocations[c]) for c in sorted(r.allocations)
+                },
             }
             for r in reports
         ],
@@ -102,11 +112,11 @@ def render_tree(reports: Sequence[NodeReport], console: Console) -> None:
         for consumer in sorted(r.allocations):
             rec = r.allocations[consumer]
             branch = allocs.add(
-                f"[bold]{consumer}[/bold] [dim]project {rec['project_id']} "
-                f"user {rec['user_id']}[/dim]"
+                f"[bold]{consumer}[/bold] [dim]project {rec.project_id} "
+                f"user {rec.user_id}[/dim]"
             )
-            for rp, alloc in rec["allocations"].items():
+            for rp, alloc in rec.allocations.items():
                 name = r.tree.data(rp).name if r.tree.exists(rp) else rp
-                amounts = "  ".join(f"{rc}={n}" for rc, n in alloc["resources"].items())
+                amounts = "  ".join(f"{rc}={n}" for rc, n in alloc.items())
                 branch.add(f"{name}: [cyan]{amounts}[/cyan]")
         console.print(allocs)

@@ -22,9 +22,10 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from agent.allocation_model import MIGRATION, ConsumerAllocations, ProviderAllocations
 from agent.exceptions import AgentError, ReshapeFailed
 from agent.names import is_custom
 from agent.placement.client import PlacementClient
@@ -36,14 +37,11 @@ from agent.placement.errors import (
     PlacementError,
 )
 from agent.provider_tree import ProviderTree, default_root_uuid
-from agent.resources import Inventory, to_inventories
+from agent.resources import Inventory, inventory_body, to_inventories
 from agent.state import StateStore
 from agent.tree_diff import TreeDiff, diff_trees
 
 LOG = logging.getLogger(__name__)
-
-CONSUMER_TYPE = "INSTANCE"
-
 
 _CREATED_HERE = "_created_here"
 """Marks a listing record of a provider this client has just created (so it is empty)."""
@@ -76,6 +74,17 @@ class SyncResult:
     errors: list[str] = field(default_factory=list)
 
 
+@dataclass(slots=True)
+class _Flush:
+    """One root's part of a flush: its mirror, the merge base and what differs."""
+
+    nodename: str
+    mirror: ProviderTree
+    base: ProviderTree
+    diff: TreeDiff
+    wanted: set[str]
+
+
 def _record(tree: ProviderTree, uuid: str) -> dict[str, Any]:
     p = tree.data(uuid)
     return {
@@ -83,7 +92,7 @@ def _record(tree: ProviderTree, uuid: str) -> dict[str, Any]:
         "name": p.name,
         "generation": p.generation,
         "parent_provider_uuid": p.parent_uuid,
-        "inventories": {rc: inv.to_placement() for rc, inv in p.inventory.items()},
+        "inventories": inventory_body(p.inventory),
         "traits": sorted(p.traits),
         "aggregates": sorted(p.aggregates),
     }
@@ -121,6 +130,8 @@ class ReportClient:
         self._sleep = sleep
         self._seen: dict[str, ProviderTree] = {}
         self._known_custom: set[str] = set()
+        # Roots listed since the last flush: the flush lists any other root first.
+        self._read_this_cycle: set[str] = set()
 
     # -- reading ------------------------------------------------------------
 
@@ -189,7 +200,15 @@ class ReportClient:
             "resource_providers"
         ]
 
-    def _read_tree(self, nodename: str, create: bool = True) -> bool:
+    def _read_tree(self, nodename: str, create: bool = True, uuid: str | None = None) -> bool:
+        """List ``nodename``'s tree and bring the mirror up to date; False when it has none.
+
+        Args:
+            create: create the root when Placement has none by this name.
+            uuid: the UUID to create it with when the state directory records
+                none (default: :func:`default_root_uuid`).
+        """
+        self._read_this_cycle.add(nodename)
         mirror = self._seen.get(nodename)
         if mirror is None:
             mirror = self._mirror_from_state(nodename)
@@ -198,7 +217,7 @@ class ReportClient:
         if stored:
             listing = self._list_tree(stored)
         if not listing:
-            listing = self._find_or_create_root(nodename, stored, create)
+            listing = self._find_or_create_root(nodename, stored, create, uuid)
             if not listing:
                 return False
         root_uuid = next(r["uuid"] for r in listing if r["parent_provider_uuid"] is None)
@@ -251,7 +270,7 @@ class ReportClient:
         return True
 
     def _find_or_create_root(
-        self, nodename: str, stored: str | None, create: bool = True
+        self, nodename: str, stored: str | None, create: bool = True, uuid: str | None = None
     ) -> list[dict[str, Any]]:
         found = self.client.get("/resource_providers", params={"name": nodename})[
             "resource_providers"
@@ -270,7 +289,7 @@ class ReportClient:
             return self._list_tree(held)
         if not create:
             return []
-        uuid = stored or default_root_uuid(nodename)
+        uuid = stored or uuid or default_root_uuid(nodename)
         try:
             created = self.client.post("/resource_providers", json={"name": nodename, "uuid": uuid})
         except DuplicateName as exc:
@@ -333,11 +352,15 @@ class ReportClient:
 
         Args:
             new_tree: a tree from :meth:`get_provider_tree_and_ensure_root`,
-                edited by the driver (one or more compute nodes).
+                edited by the driver. It may hold several roots (several
+                compute nodes, a sharing provider a driver adds): each root's
+                subtree is compared with what Placement holds for that root,
+                and a root Placement lacks is created once, with its UUID.
             allocations: None normally. For a reshape: ``{consumer_uuid:
                 GET /allocations/{uuid} body}``, the complete final allocations
-                of each consumer listed; inventories and allocations are then
-                written in one atomic ``POST /reshaper``.
+                of each consumer listed; the inventories of every root and
+                these allocations are then written in one atomic ``POST
+                /reshaper`` (reshape-provider-tree.txt).
 
         Returns:
             A :class:`SyncResult`. Writes that Placement refuses for one
@@ -345,57 +368,62 @@ class ReportClient:
             ``errors``; the rest of the tree is still written.
 
         Raises:
+            RootConflict: a root's name is held in Placement by another UUID.
             ReshapeFailed: allocations were given and ``POST /reshaper`` failed.
             PlacementUnavailable: Placement could not be reached; what was
                 written stays written, and the next cycle carries on from it.
         """
         result = SyncResult()
-        for root_uuid in new_tree.root_uuids:
-            nodename = new_tree.data(root_uuid).name
-            if nodename not in self._seen:
-                self._read_tree(nodename)
-            self._flush_node(nodename, new_tree, root_uuid, allocations, result)
-        return result
-
-    def _flush_node(
-        self,
-        nodename: str,
-        new_tree: ProviderTree,
-        root_uuid: str,
-        allocations: dict[str, dict[str, Any]] | None,
-        result: SyncResult,
-    ) -> None:
-        mirror = self._seen[nodename]
-        diff = diff_trees(mirror, new_tree)
-        if not diff and allocations is None:
-            return
+        flushes = []
         try:
-            self._write_node(nodename, mirror, new_tree, root_uuid, diff, allocations, result)
+            for root_uuid in new_tree.root_uuids:
+                flush = self._plan_root(new_tree, root_uuid, reshape=allocations is not None)
+                if flush is not None:
+                    flushes.append(flush)
+            if not flushes:
+                return result
+            self._ensure_custom_names(new_tree)
+            if allocations is not None:
+                # Creates the new providers itself, so that a failure can delete
+                # them again; re-parenting waits until the reshape is done
+                # (undoing it would move generations).
+                self._reshape(flushes, new_tree, allocations, result)
+            for flush in flushes:
+                self._write_node(flush, new_tree, allocations is not None, result)
         finally:
             # also after a failure part-way: what was written is in the mirror
-            self._save_mirror(nodename)
+            for flush in flushes:
+                self._save_mirror(flush.nodename)
+            self._read_this_cycle.clear()
+        return result
 
-    def _write_node(
-        self,
-        nodename: str,
-        mirror: ProviderTree,
-        new_tree: ProviderTree,
-        root_uuid: str,
-        diff: TreeDiff,
-        allocations: dict[str, dict[str, Any]] | None,
-        result: SyncResult,
-    ) -> None:
+    def _plan_root(self, new_tree: ProviderTree, root_uuid: str, reshape: bool) -> _Flush | None:
+        """What to write for one root's subtree; None when nothing differs."""
+        name = new_tree.data(root_uuid).name
+        # A root not read since the last flush (a second node, a sharing
+        # provider the driver adds) is listed now: its mirror may be stale.
+        if name not in self._read_this_cycle:
+            self._read_tree(name, uuid=root_uuid)
+        mirror = self._seen[name]
+        held = mirror.data(name).uuid
+        if held != root_uuid:
+            raise RootConflict(
+                f"root provider {name!r}: Placement holds this name as {held}, the tree "
+                f"gives {root_uuid}; give the provider another name or use {held}"
+            )
+        diff = diff_trees(mirror, new_tree, root_uuid)
+        if not diff and not reshape:
+            return None
         wanted = set(new_tree.get_provider_uuids(root_uuid))
         # What the driver's tree was derived from: the base of the three-way
         # merges, taken before a conflict's re-read moves the mirror on.
-        base_tree = mirror.copy()
-        self._ensure_custom_names(new_tree)
-        if allocations is not None:
-            # Creates the new providers itself, so that a failure can delete them
-            # again; re-parenting waits until the reshape is done (undoing it
-            # would move generations).
-            self._reshape(nodename, mirror, new_tree, diff, wanted, allocations, result)
-        else:
+        return _Flush(name, mirror, mirror.copy(), diff, wanted)
+
+    def _write_node(
+        self, flush: _Flush, new_tree: ProviderTree, reshaped: bool, result: SyncResult
+    ) -> None:
+        mirror, diff = flush.mirror, flush.diff
+        if not reshaped:
             for uuid in diff.created:
                 self._create_provider(mirror, new_tree, uuid, result)
         for uuid in dict.fromkeys(diff.reparented + diff.renamed):
@@ -403,11 +431,12 @@ class ReportClient:
             body = {"name": p.name, "parent_provider_uuid": p.parent_uuid}
             updated = self.client.put("/resource_providers/{uuid}", uuid=uuid, json=body)
             self._move_in_mirror(mirror, uuid, p.name, p.parent_uuid, updated["generation"])
-        if allocations is None:
+        if not reshaped:
             for uuid in diff.inventory:
                 self._write_inventory(mirror, new_tree, uuid, result)
         for kind in ("traits", "aggregates"):
             for uuid in getattr(diff, kind):
+                base_tree = flush.base
                 base = (
                     getattr(base_tree.data(uuid), kind) if base_tree.exists(uuid) else frozenset()
                 )
@@ -439,7 +468,7 @@ class ReportClient:
         self, mirror: ProviderTree, new_tree: ProviderTree, uuid: str, result: SyncResult
     ) -> None:
         wanted = dict(new_tree.data(uuid).inventory)
-        body_inv = {rc: inv.to_placement() for rc, inv in wanted.items()}
+        body_inv = inventory_body(wanted)
 
         def write() -> bool:
             if not mirror.has_inventory_changed(uuid, wanted):
@@ -526,18 +555,15 @@ class ReportClient:
 
     def _reshape(
         self,
-        nodename: str,
-        mirror: ProviderTree,
+        flushes: list[_Flush],
         new_tree: ProviderTree,
-        diff: TreeDiff,
-        wanted: set[str],
         allocations: dict[str, dict[str, Any]],
         result: SyncResult,
     ) -> None:
         """Create the new providers, then one ``POST /reshaper``; on failure undo the creations.
 
-        The body names every provider of the node's tree (so an allocation
-        another service makes anywhere in it meanwhile is a generation
+        The body names every provider of every root's tree (so an allocation
+        another service makes anywhere in them meanwhile is a generation
         conflict, not a lost update) and the providers about to be deleted,
         emptied of the classes the new tree holds elsewhere, so their
         capacity goes in the same transaction as their allocations
@@ -551,24 +577,29 @@ class ReportClient:
                 ``__cause__`` is the :class:`PlacementError`; a
                 :class:`GenerationConflict` there means "re-read and retry".
         """
-        created: list[str] = []
+        created: list[tuple[ProviderTree, str]] = []
+        names = ", ".join(f.nodename for f in flushes)
         try:
-            for uuid in diff.created:
-                self._create_provider(mirror, new_tree, uuid, result)
-                created.append(uuid)
-            body = self._reshaper_body(mirror, new_tree, diff, wanted, allocations)
+            for flush in flushes:
+                for uuid in flush.diff.created:
+                    self._create_provider(flush.mirror, new_tree, uuid, result)
+                    created.append((flush.mirror, uuid))
+            body = self._reshaper_body(flushes, new_tree, allocations)
             self.client.post("/reshaper", json=body)
         except PlacementError as exc:
-            self._undo_created(mirror, created, result)
+            self._undo_created(created, result)
             raise ReshapeFailed(
-                f"POST /reshaper for compute node {nodename} failed: {exc}. Placement is "
+                f"POST /reshaper for {names} failed: {exc}. Placement is "
                 "unchanged; the agent stops so the failure is seen (see docs/reshape.md)"
             ) from exc
         result.reshaped = True
-        # The reshaper answers 204 without generations: read them once.
-        for rec in self._list_tree(mirror.data(nodename).uuid):
-            if mirror.exists(rec["uuid"]):
+        # The reshaper answers 204 without generations: read them once per root.
+        for flush in flushes:
+            mirror = flush.mirror
+            for rec in self._list_tree(mirror.data(flush.nodename).uuid):
                 uuid = rec["uuid"]
+                if not mirror.exists(uuid):
+                    continue
                 if uuid in body["inventories"]:
                     held = new_tree.data(uuid).inventory if new_tree.exists(uuid) else None
                     if held is None:
@@ -578,37 +609,33 @@ class ReportClient:
 
     @staticmethod
     def _reshaper_body(
-        mirror: ProviderTree,
+        flushes: list[_Flush],
         new_tree: ProviderTree,
-        diff: TreeDiff,
-        wanted: set[str],
         allocations: dict[str, dict[str, Any]],
     ) -> dict[str, Any]:
-        inventories: dict[str, Any] = {
-            uuid: {
-                "inventories": {
-                    rc: inv.to_placement() for rc, inv in new_tree.data(uuid).inventory.items()
-                },
-                "resource_provider_generation": mirror.data(uuid).generation,
-            }
-            for uuid in new_tree.get_provider_uuids()
-            if uuid in wanted and mirror.exists(uuid)
-        }
+        inventories: dict[str, Any] = {}
+        wanted = set().union(*(f.wanted for f in flushes))
         # A provider being deleted keeps only the classes that have nowhere else
         # to go in the new tree: the others' allocations were moved, and their
         # capacity must not outlive them until the DELETE.
         elsewhere = {rc for u in wanted for rc in new_tree.data(u).inventory}
-        for uuid in diff.removed:
-            if mirror.exists(uuid):
-                held = mirror.data(uuid)
-                inventories[uuid] = {
-                    "inventories": {
-                        rc: inv.to_placement()
-                        for rc, inv in held.inventory.items()
-                        if rc not in elsewhere
-                    },
-                    "resource_provider_generation": held.generation,
-                }
+        for flush in flushes:
+            mirror = flush.mirror
+            for uuid in new_tree.get_provider_uuids(mirror.data(flush.nodename).uuid):
+                if mirror.exists(uuid):
+                    inventories[uuid] = {
+                        "inventories": inventory_body(new_tree.data(uuid).inventory),
+                        "resource_provider_generation": mirror.data(uuid).generation,
+                    }
+            for uuid in flush.diff.removed:
+                if mirror.exists(uuid):
+                    held = mirror.data(uuid)
+                    inventories[uuid] = {
+                        "inventories": inventory_body(
+                            {rc: i for rc, i in held.inventory.items() if rc not in elsewhere}
+                        ),
+                        "resource_provider_generation": held.generation,
+                    }
         return {
             "inventories": inventories,
             "allocations": {
@@ -616,11 +643,11 @@ class ReportClient:
             },
         }
 
-    def _undo_created(self, mirror: ProviderTree, created: list[str], result: SyncResult) -> None:
+    def _undo_created(self, created: list[tuple[ProviderTree, str]], result: SyncResult) -> None:
         # Children first. They hold nothing (the reshaper did not happen), so
         # Placement lets them go; a failure here is logged, not raised, so the
         # reshaper's own error is the one the operator sees.
-        for uuid in reversed(created):
+        for mirror, uuid in reversed(created):
             try:
                 self.client.delete("/resource_providers/{uuid}", uuid=uuid)
             except NotFound:
@@ -651,7 +678,7 @@ class ReportClient:
             self._read_tree(nodename)
         consumers: dict[str, None] = {}
         for uuid in self._seen[nodename].get_provider_uuids():
-            consumers.update(dict.fromkeys(self.provider_allocations(uuid)))
+            consumers.update(dict.fromkeys(self.provider_allocations(uuid).consumers))
         out = {}
         for consumer in consumers:
             record = self.client.get("/allocations/{consumer}", consumer=consumer)
@@ -660,51 +687,52 @@ class ReportClient:
                 out[consumer] = record
         return out
 
-    def put_allocations(
-        self,
-        consumer: str,
-        allocations: dict[str, dict[str, int]],
-        project_id: str,
-        user_id: str,
-        consumer_type: str = CONSUMER_TYPE,
-    ) -> None:
+    def get_allocations(self, consumer: str) -> ConsumerAllocations:
+        """``GET /allocations/{consumer}``: what the consumer holds, with its generation.
+
+        A consumer Placement does not know comes back empty with generation None.
+        """
+        body = self.client.get("/allocations/{consumer}", consumer=consumer)
+        return ConsumerAllocations.from_placement(body)
+
+    def put_allocations(self, consumer: str, allocations: ConsumerAllocations) -> None:
         """Replace a consumer's allocations, honouring its consumer generation.
+
+        The whole consumer is replaced: its parts on other hosts and other
+        services' providers too. The agent's own writes go through
+        :meth:`edit_allocations` with :func:`agent.allocation_model.merge_ours`
+        instead; this is for tools and tests that own the whole consumer.
 
         Args:
             consumer: the consumer UUID.
-            allocations: ``{provider_uuid: {resource_class: amount}}``; empty
-                removes every allocation of the consumer.
-            project_id: owning project.
-            user_id: owning user.
-            consumer_type: e.g. ``INSTANCE`` (microversion 1.38).
+            allocations: the consumer's owner, type and allocations (its
+                ``generation`` is ignored: the one read just before is sent).
 
         Raises:
             GenerationConflict: still conflicting after the retries.
             Conflict: the allocation does not fit ("Unable to allocate inventory").
         """
         self.edit_allocations(
-            consumer, lambda _held: allocations, (project_id, user_id, consumer_type)
+            consumer, lambda held: allocations.with_allocations(allocations.allocations)
         )
 
     def edit_allocations(
         self,
         consumer: str,
-        edit: Callable[[dict[str, dict[str, int]]], dict[str, dict[str, int]] | None],
-        owner: tuple[str, str, str] | None = None,
+        edit: Callable[[ConsumerAllocations], ConsumerAllocations | None],
     ) -> bool:
         """Read ``consumer``'s allocations, let ``edit`` decide the new ones, write them.
 
-        The write carries the consumer generation of the read; after a
-        generation conflict (someone else changed the consumer meanwhile) the
-        consumer is read again and ``edit`` applied again, so a concurrent
-        change is never overwritten with stale data.
+        The write carries the consumer generation of the read, whatever
+        ``edit`` returns; after a generation conflict (someone else changed
+        the consumer meanwhile) the consumer is read again and ``edit``
+        applied again, so a concurrent change is never overwritten with stale
+        data. This is the one read-edit-write path for consumers.
 
         Args:
             consumer: the consumer UUID.
-            edit: ``{provider: {rc: amount}}`` held now -> what to write, or
-                None for "nothing to do". Called once per attempt.
-            owner: ``(project_id, user_id, consumer_type)`` to write; default:
-                the consumer's own (required when Placement does not know it).
+            edit: what Placement holds now -> what to write (owner and type
+                included), or None for "nothing to do". Called once per attempt.
 
         Returns:
             True when allocations were written, False when ``edit`` returned
@@ -713,26 +741,22 @@ class ReportClient:
         Raises:
             GenerationConflict: still conflicting after the retries.
             Conflict: the allocations do not fit ("Unable to allocate inventory").
+            ValueError: ``edit`` gave allocations without an owner for a
+                consumer Placement does not know.
         """
         for attempt in range(self.conflict_retries + 1):
-            current = self.client.get("/allocations/{consumer}", consumer=consumer)
-            allocations = current.get("allocations") or {}
-            held = {rp: dict(a["resources"]) for rp, a in allocations.items()}
-            wanted = edit(held)
+            current = self.get_allocations(consumer)
+            wanted = edit(current)
             if wanted is None:
                 return False
-            project, user, ctype = owner or (
-                current["project_id"],
-                current["user_id"],
-                current.get("consumer_type") or CONSUMER_TYPE,
-            )
-            body = {
-                "allocations": {rp: {"resources": r} for rp, r in wanted.items()},
-                "project_id": project,
-                "user_id": user,
-                "consumer_generation": current.get("consumer_generation"),
-                "consumer_type": ctype,
-            }
+            if not wanted and current.generation is None:
+                return False  # nothing held, nothing wanted: no write
+            body = replace(
+                wanted,
+                generation=current.generation,
+                project_id=wanted.project_id or current.project_id,
+                user_id=wanted.user_id or current.user_id,
+            ).to_placement()
             try:
                 self.client.put("/allocations/{consumer}", consumer=consumer, json=body)
                 return True
@@ -753,7 +777,9 @@ class ReportClient:
         Returns:
             True when allocations were removed, False when there were none.
         """
-        return self.edit_allocations(consumer, lambda held: {} if held else None)
+        return self.edit_allocations(
+            consumer, lambda held: held.with_allocations({}) if held else None
+        )
 
     def remove_allocations_from(self, consumer: str, providers: set[str]) -> bool:
         """Remove ``consumer``'s allocations on ``providers``, keeping the rest.
@@ -761,7 +787,9 @@ class ReportClient:
         An instance that moved to another host keeps its allocations there;
         only this host's part goes. When nothing else remains the consumer's
         allocations are gone altogether. A consumer Placement does not know is
-        fine (nothing to remove).
+        fine (nothing to remove), and a migration record (consumer type
+        ``MIGRATION``) is never touched: nova holds the source host's part of
+        a migration on it and gives it back itself.
 
         Args:
             consumer: the consumer UUID.
@@ -774,17 +802,17 @@ class ReportClient:
             GenerationConflict: the consumer kept changing under us.
         """
 
-        def edit(held: dict[str, dict[str, int]]) -> dict[str, dict[str, int]] | None:
-            if not set(held) & providers:
+        def edit(held: ConsumerAllocations) -> ConsumerAllocations | None:
+            if held.consumer_type == MIGRATION or not held.providers & providers:
                 return None
-            return {rp: r for rp, r in held.items() if rp not in providers}
+            return held.with_allocations(held.without(providers))
 
         return self.edit_allocations(consumer, edit)
 
-    def provider_allocations(self, uuid: str) -> dict[str, dict[str, int]]:
-        """``GET /resource_providers/{uuid}/allocations`` as ``{consumer: {rc: amount}}``."""
+    def provider_allocations(self, uuid: str) -> ProviderAllocations:
+        """``GET /resource_providers/{uuid}/allocations``: every consumer on one provider."""
         body = self.client.get("/resource_providers/{uuid}/allocations", uuid=uuid)
-        return {c: dict(a["resources"]) for c, a in body["allocations"].items()}
+        return ProviderAllocations.from_placement(body)
 
     def provider_inventory(self, uuid: str) -> dict[str, Inventory]:
         """``GET /resource_providers/{uuid}/inventories`` of a provider outside the trees read."""
@@ -834,17 +862,9 @@ class ReportClient:
 
 
 def reshaper_allocation(record: dict[str, Any]) -> dict[str, Any]:
-    """One consumer's ``GET /allocations`` body as ``POST /reshaper`` wants it.
+    """One consumer's ``GET /allocations`` body (spec shape) as ``POST /reshaper`` wants it.
 
     Drops the per-provider ``generation`` the GET carries and fills
     ``consumer_type`` (required from 1.38) when the record has none.
     """
-    return {
-        "allocations": {
-            rp: {"resources": dict(a["resources"])} for rp, a in record["allocations"].items()
-        },
-        "project_id": record["project_id"],
-        "user_id": record["user_id"],
-        "consumer_generation": record.get("consumer_generation"),
-        "consumer_type": record.get("consumer_type") or CONSUMER_TYPE,
-    }
+    return ConsumerAllocations.from_placement(record).to_placement()

@@ -47,9 +47,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agent.allocation_model import ConsumerAllocations
 from agent.exceptions import ReshapeFailed, ReshapeNeeded
 from agent.placement.errors import GenerationConflict
 from agent.provider_tree import ProviderTree
+from agent.resources import inventory_body
 
 if TYPE_CHECKING:
     from agent.report import ReportClient, SyncResult
@@ -156,16 +158,16 @@ def _add(record: dict[str, Any], provider: str, rc: str, amount: int) -> None:
 
 
 def _driver_split(
-    expected: Mapping[str, Any] | None, move: ClassMove, total: int
+    expected: ConsumerAllocations | None, move: ClassMove, total: int
 ) -> dict[str, int] | None:
     """The driver's ``{provider: amount}`` of ``move``'s class, if it carries ``total``."""
     if not expected:
         return None
     targets = set(move.targets)
     split = {
-        rp: a["resources"][move.resource_class]
-        for rp, a in expected.get("allocations", {}).items()
-        if rp in targets and a.get("resources", {}).get(move.resource_class)
+        rp: a[move.resource_class]
+        for rp, a in expected.allocations.items()
+        if rp in targets and a.get(move.resource_class)
     }
     return split if sum(split.values()) == total else None
 
@@ -174,7 +176,7 @@ def reshape_allocations(
     allocations: Allocations,
     moves: Sequence[ClassMove],
     tree: ProviderTree,
-    expected: Mapping[str, Mapping[str, Any]] | None = None,
+    expected: Mapping[str, ConsumerAllocations] | None = None,
 ) -> dict[str, str]:
     """Move each consumer's amounts of the moving classes onto the new providers, in place.
 
@@ -192,7 +194,7 @@ def reshape_allocations(
         moves: from :func:`find_moves`.
         tree: the new tree (after the layout): target capacities are read
             from it, ``(total - reserved) * allocation_ratio``.
-        expected: ``{consumer: AllocationRecord}`` the driver expects
+        expected: ``{consumer: ConsumerAllocations}`` the driver expects
             (``ComputeDriver.expected_allocations`` on ``tree``); None or
             empty when the driver knows no instance.
 
@@ -369,16 +371,13 @@ def is_generation_conflict(exc: ReshapeFailed) -> bool:
 
 
 def _amounts(record: Mapping[str, Any]) -> dict[str, dict[str, int]]:
-    return {
-        rp: dict(sorted(a.get("resources", {}).items()))
-        for rp, a in sorted(record.get("allocations", {}).items())
-    }
+    return ConsumerAllocations.from_placement(record).allocations
 
 
 def _inventories(tree: ProviderTree, uuid: str) -> dict[str, dict[str, Any]]:
     if not tree.exists(uuid):
         return {}
-    return {rc: inv.to_placement() for rc, inv in sorted(tree.data(uuid).inventory.items())}
+    return inventory_body(tree.data(uuid).inventory)
 
 
 def _fill_changes(

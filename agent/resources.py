@@ -231,11 +231,21 @@ def to_inventories(records: Mapping[str, Inventory | Mapping[str, Any]]) -> Inve
     return out
 
 
+def inventory_body(inventories: Mapping[str, Inventory]) -> dict[str, dict[str, int | float]]:
+    """``{rc: record}`` as ``PUT .../inventories`` and ``POST /reshaper`` carry it.
+
+    The one place an inventory set is turned into Placement's JSON (Placement
+    API reference, "Update resource provider inventories").
+    """
+    return {rc: inv.to_placement() for rc, inv in sorted(inventories.items())}
+
+
 __all__ = [
     "MAX_INT",
     "MAX_RATIO",
     "PLACEMENT_FIELDS",
     "Inventory",
     "InventoryDict",
+    "inventory_body",
     "to_inventories",
 ]

@@ -30,7 +30,8 @@ from typing import Any
 
 from oslo_config import cfg
 
-from agent.allocations import AllocationRecord, plan_allocations
+from agent.allocation_model import ConsumerAllocations
+from agent.allocations import cpu_memory_providers, plan_allocations
 from agent.audit import AllocationAudit
 from agent.exceptions import AgentError, CapacityExceeded, ReshapeFailed, ReshapeNeeded
 from agent.layout import OWNER_TRAIT
@@ -238,11 +239,13 @@ class ResourceTracker:
         node.providers = len(tree)
 
         owned = self._owned(tree, nodename)
+        sharing = self._sharing_provider(tree, nodename)
+        view = self.audit.refresh(nodename, owned, cpu_memory_providers(tree, owned), sharing)
+        listed = self.driver.list_instances(nodename)
         expected = self.driver.expected_allocations(
-            tree, nodename, self._sharing_provider(tree, nodename)
+            tree, nodename, sharing, held=view.held, instances=listed
         )
-        instances = {i.uuid for i in self.driver.list_instances(nodename)}
-        audit = self.audit.run(nodename, owned, expected, instances, keep)
+        audit = self.audit.reconcile(view, expected, {i.uuid for i in listed}, keep)
         node.allocations_written = audit.written
         node.allocations_removed = audit.removed
         node.unknown_consumers = audit.unknown
@@ -325,21 +328,24 @@ class ResourceTracker:
 
     # -- claims --------------------------------------------------------------------
 
-    def instance_claim(self, nodename: str, instance: Instance) -> AllocationRecord:
+    def instance_claim(self, nodename: str, instance: Instance) -> ConsumerAllocations:
         """Check that ``instance`` fits node ``nodename`` and write its allocation.
 
         Every requested amount is checked with ``Inventory.check`` against
         the provider's current usage in Placement (resource-objects.txt,
         ``can_provide``), before anything is written; Placement checks again
         when it writes, so a concurrent claim elsewhere cannot oversubscribe.
+        The write merges: what the consumer already holds on providers that
+        are not this agent's (the source host of a migration, a network
+        agent's bandwidth provider) is kept (:meth:`AllocationAudit.write`).
 
         Args:
             nodename: the node the instance is to run on.
             instance: the instance (flavor, devices, NUMA cells).
 
         Returns:
-            The allocation written (``AllocationRecord``); empty allocations
-            when the instance uses nothing.
+            The allocation written on this host's providers; empty when the
+            instance uses nothing.
 
         Raises:
             CapacityExceeded: a class does not fit, naming it and the numbers
@@ -350,44 +356,42 @@ class ResourceTracker:
             tree = self.report.get_provider_tree_and_ensure_root(nodename)
             self.driver.update_provider_tree(tree, nodename)
             host = self.driver.laid_out_resources(nodename)
-            # Planned with the node's other instances, so an instance without NUMA
-            # affinity lands on the cell the audit would give it.
+            owned = self._owned(tree, nodename)
+            sharing = self._sharing_provider(tree, nodename)
+            # Planned with the node's other instances where Placement holds them,
+            # so the new one lands where the audit would put it and moves no one.
             plan = plan_allocations(
                 [*self.driver.list_instances(nodename), instance],
                 host,
                 tree,
                 self.driver.policy,
-                self._sharing_provider(tree, nodename),
+                sharing,
+                self.audit.record(nodename).by_consumer(owned),
             ).get(instance.uuid)
             if plan is None:
                 self.audit.add_instance(nodename, instance.uuid)
-                return {"allocations": {}}
-            for rp, alloc in plan["allocations"].items():
-                usages = self.report.provider_usages(rp)
-                if tree.exists(rp):
-                    inventory = tree.data(rp).inventory
-                else:  # the sharing provider, outside the node's tree
-                    inventory = self.report.provider_inventory(rp)
-                for rc, amount in alloc["resources"].items():
-                    if rc not in inventory:
-                        raise CapacityExceeded(
-                            rc, amount, usages.get(rc, 0), 0, f"provider {rp} has no {rc}"
-                        )
-                    inventory[rc].check(amount, usages.get(rc, 0))
-            owned = self._owned(tree, nodename)
-            shared = {
-                rp: dict(a["resources"]) for rp, a in plan["allocations"].items() if rp not in owned
-            }
+                return ConsumerAllocations(project_id=instance.project_id, user_id=instance.user_id)
+            self._check_capacity(tree, plan)
+            shared = plan.without(owned)
             self.audit.add_instance(nodename, instance.uuid, shared)
-            self.report.put_allocations(
-                instance.uuid,
-                {rp: dict(a["resources"]) for rp, a in plan["allocations"].items()},
-                plan["project_id"],
-                plan["user_id"],
-                plan["consumer_type"],
-            )
-            LOG.info("instance %s: claimed %s on %s", instance.uuid, plan["allocations"], nodename)
+            self.audit.write(instance.uuid, plan, owned | set(shared))
+            LOG.info("instance %s: claimed %s on %s", instance.uuid, plan.allocations, nodename)
             return plan
+
+    def _check_capacity(self, tree: ProviderTree, plan: ConsumerAllocations) -> None:
+        """Raise ``CapacityExceeded`` unless every amount of ``plan`` fits now."""
+        for rp, amounts in plan.allocations.items():
+            usages = self.report.provider_usages(rp)
+            if tree.exists(rp):
+                inventory = tree.data(rp).inventory
+            else:  # the sharing provider, outside the node's tree
+                inventory = self.report.provider_inventory(rp)
+            for rc, amount in amounts.items():
+                if rc not in inventory:
+                    raise CapacityExceeded(
+                        rc, amount, usages.get(rc, 0), 0, f"provider {rp} has no {rc}"
+                    )
+                inventory[rc].check(amount, usages.get(rc, 0))
 
     def abort_instance_claim(self, nodename: str, instance: Instance) -> None:
         """Give back what ``instance`` holds on node ``nodename`` (spec: abort a claim).

@@ -49,12 +49,14 @@ class TreeDiff:
         )
 
 
-def diff_trees(old: ProviderTree, new: ProviderTree) -> TreeDiff:
+def diff_trees(old: ProviderTree, new: ProviderTree, root: str | None = None) -> TreeDiff:
     """Compare two trees provider by provider (one pass over each).
 
     Args:
-        old: what Placement is believed to hold.
+        old: what Placement is believed to hold (one root's tree).
         new: what the host should look like.
+        root: compare only this root's subtree of ``new`` (name or UUID);
+            None compares all of ``new``.
 
     Returns:
         A :class:`TreeDiff`; empty (falsy) when nothing but generations differ.
@@ -62,7 +64,8 @@ def diff_trees(old: ProviderTree, new: ProviderTree) -> TreeDiff:
     before: dict[str, ProviderData] = {p.uuid: p for p in old.all_data()}
     out = TreeDiff()
     seen: set[str] = set()
-    for p in new.all_data():
+    providers = new.all_data() if root is None else map(new.data, new.get_provider_uuids(root))
+    for p in providers:
         seen.add(p.uuid)
         q = before.get(p.uuid)
         if q is None:

@@ -10,11 +10,13 @@ switching drivers over the same hardware changes nothing in Placement.
 from __future__ import annotations
 
 import abc
+from collections.abc import Mapping
 from typing import Any
 
 from oslo_config import cfg
 
-from agent.allocations import AllocationRecord, plan_allocations
+from agent.allocation_model import ByProvider, ConsumerAllocations
+from agent.allocations import plan_allocations
 from agent.exceptions import ReshapeNeeded
 from agent.layout import LayoutPolicy, apply_layout, policy_from_conf
 from agent.provider_tree import ProviderTree
@@ -131,21 +133,30 @@ class ComputeDriver(abc.ABC):
         provider_tree: ProviderTree,
         nodename: str,
         sharing_provider_uuid: str | None = None,
-    ) -> dict[str, AllocationRecord]:
+        held: Mapping[str, ByProvider] | None = None,
+        instances: list[Instance] | None = None,
+    ) -> dict[str, ConsumerAllocations]:
         """The allocation each instance of ``nodename`` should hold, by consumer UUID.
 
         ``provider_tree`` must already have been through
         :meth:`update_provider_tree`; the hardware that call laid out is used
         again rather than discovered a second time. See
         :func:`agent.allocations.plan_allocations`.
+
+        Args:
+            held: what Placement holds on the node's CPU and memory providers,
+                ``{consumer: {provider: {rc: amount}}}`` (sticky NUMA placement).
+            instances: the node's instances when the caller already listed
+                them this cycle; None lists them.
         """
         host = self.laid_out_resources(nodename)
         return plan_allocations(
-            self.list_instances(nodename),
+            self.list_instances(nodename) if instances is None else instances,
             host,
             provider_tree,
             self.policy,
             sharing_provider_uuid,
+            held,
         )
 
 

@@ -50,10 +50,10 @@ def test_flat_vgpus_move_to_the_gpu_holding_each_domains_mdev(tmp_path, embedded
     expected_flat = flat.expected_allocations(tree, name)
     assert set(expected_flat) >= set(DOMAINS)
     for consumer, rec in expected_flat.items():
-        per_rp = {rp: dict(a["resources"]) for rp, a in rec["allocations"].items()}
+        per_rp = dict(rec.allocations)
         if consumer in DOMAINS:
             per_rp[root] = {**per_rp.get(root, {}), "VGPU": 1}
-        put_allocations(base, consumer, per_rp, rec["project_id"])
+        put_allocations(base, consumer, per_rp, rec.project_id)
     before = snapshot(base, root)
 
     gpus = libvirt_driver(
@@ -76,7 +76,7 @@ def test_flat_vgpus_move_to_the_gpu_holding_each_domains_mdev(tmp_path, embedded
     tree = report.get_provider_tree_and_ensure_root(name)
     gpus.update_provider_tree(tree, name)
     for consumer, rec in gpus.expected_allocations(tree, name).items():
-        want = {rp: a["resources"] for rp, a in rec["allocations"].items()}
+        want = rec.allocations
         got = {
             rp: a["resources"] for rp, a in after["allocations"][consumer]["allocations"].items()
         }

@@ -173,8 +173,7 @@ def allocate_instances(base: str, driver: FakeDriver, report: ReportClient, name
     tree = report.get_provider_tree_and_ensure_root(name)
     driver.update_provider_tree(tree, name)
     for consumer, rec in driver.expected_allocations(tree, name).items():
-        per_rp = {rp: a["resources"] for rp, a in rec["allocations"].items()}
-        put_allocations(base, consumer, per_rp, rec["project_id"])
+        put_allocations(base, consumer, rec.allocations, rec.project_id)
 
 
 def old_vgpu_shape(base: str, tmp_path: Path, name: str, report: ReportClient) -> str:

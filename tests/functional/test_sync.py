@@ -13,6 +13,7 @@ import requests
 from wsgi_intercept.interceptor import RequestsInterceptor
 
 from agent import config as agent_config
+from agent.allocation_model import ConsumerAllocations
 from agent.discovery import discover
 from agent.embedded import NOAUTH_HEADERS, placement_app
 from agent.placement.client import PlacementClient
@@ -197,7 +198,7 @@ def test_inventory_in_use_is_reported_and_the_rest_written(embedded, tmp_path, c
     tree = report.get_provider_tree_and_ensure_root(name)
     root = tree.data(name).uuid
     consumer = str(uuidlib.uuid4())
-    report.put_allocations(consumer, {root: {"DISK_GB": 50}}, "p", "u")
+    report.put_allocations(consumer, ConsumerAllocations({root: {"DISK_GB": 50}}, "p", "u"))
     # instance disks move to shared storage: DISK_GB would go while 50 GiB are allocated
     driver.update_host(name, shared_storage=True)
     driver.update_host(name, pci_devices=())  # and another provider changes too

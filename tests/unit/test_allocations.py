@@ -8,6 +8,7 @@ from dataclasses import replace
 from agent.allocations import disk_gb, plan_allocations
 from agent.layout import LayoutPolicy, apply_layout
 from agent.provider_tree import ProviderTree
+from agent.render import discover_record
 from drivers.records import (
     Flavor,
     Gpu,
@@ -65,7 +66,10 @@ def plan(instances, host=HOST, policy=POLICY, sharing=None):
     tree = ProviderTree()
     tree.new_root(host.nodename, ROOT)
     apply_layout(tree, host, policy)
-    out = plan_allocations(instances, host, tree, policy, sharing)
+    out = {
+        c: discover_record(rec)
+        for c, rec in plan_allocations(instances, host, tree, policy, sharing).items()
+    }
     by_name = {
         c: {
             tree.data(rp).name if tree.exists(rp) else rp: a["resources"]

@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 
 from agent import config as agent_config
+from agent.allocation_model import ConsumerAllocations
 from agent.exceptions import ConfigError, ReshapeNeeded
 from agent.layout import (
     LayoutPolicy,
@@ -106,6 +107,11 @@ def record(per_rp: dict[str, dict[str, int]], gen: int = 1) -> dict:
         "consumer_generation": gen,
         "consumer_type": "INSTANCE",
     }
+
+
+def typed(expected: dict) -> dict[str, ConsumerAllocations]:
+    """What a driver's expected_allocations returns, from GET /allocations-shaped records."""
+    return {c: ConsumerAllocations.from_placement(rec) for c, rec in expected.items()}
 
 
 def amounts(allocations: dict) -> dict[str, dict[str, dict[str, int]]]:
@@ -237,7 +243,7 @@ def test_known_consumers_follow_the_driver_unknown_ones_the_most_free_provider()
         "i2": {"allocations": {a: {"resources": {"VGPU": 1}}}},
         "i3": {"allocations": {b: {"resources": {"VGPU": 1}}}},
     }
-    how = reshape_allocations(allocations, [move], tree, expected)
+    how = reshape_allocations(allocations, [move], tree, typed(expected))
     got = amounts(allocations)
     assert got["i1"] == {ROOT: {"VCPU": 2}, a: {"VGPU": 1}, SHARING: {"DISK_GB": 10}}
     assert got["i3"] == {ROOT: {"VCPU": 2}, b: {"VGPU": 1}}
@@ -254,7 +260,7 @@ def test_a_driver_answer_with_another_amount_is_not_trusted():
     move = ClassMove("VGPU", ((ROOT, "VGPU"),), (a, b))
     allocations = {"i1": record({ROOT: {"VGPU": 2}})}
     expected = {"i1": {"allocations": {a: {"resources": {"VGPU": 1}}}}}
-    how = reshape_allocations(allocations, [move], tree, expected)
+    how = reshape_allocations(allocations, [move], tree, typed(expected))
     # conserved, by the rule: both GPUs have 4 free, the tie goes to the first in the tree
     assert amounts(allocations)["i1"] == {a: {"VGPU": 2}}
     assert how == {"i1": "rule"}
@@ -301,7 +307,7 @@ def test_numa_unknown_consumer_goes_whole_to_one_cell():
     # more memory used on cell 1 by a consumer already there: the unknown one
     # should go to cell 0 (equal free VCPU, more free memory)
     allocations["other"] = record({n1: {"MEMORY_MB": 1024}})
-    reshape_allocations(allocations, moves, tree, expected)
+    reshape_allocations(allocations, moves, tree, typed(expected))
     got = amounts(allocations)
     assert got["pinned"] == {n0: {"VCPU": 2, "MEMORY_MB": 4096}, n1: {"VCPU": 2, "MEMORY_MB": 4096}}
     assert got["unknown"] == {ROOT: {"DISK_GB": 20}, n0: {"VCPU": 2, "MEMORY_MB": 2048}}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from agent.allocation_model import ProviderAllocations
 from agent.audit import AuditRecord
 from agent.exceptions import ConfigError
 from agent.metrics import AgentMetrics, parse_listen
@@ -40,7 +41,7 @@ def test_watchdog_interval_is_half_of_watchdog_usec(monkeypatch):
 
 
 def test_audit_record_round_trip_and_corrupt_state():
-    record = AuditRecord({"i1"}, {"u1": 5.0}, {"rp": {"i1": {"VCPU": 2}}}, {"rp": 7})
+    record = AuditRecord({"i1"}, {"u1": 5.0}, {"rp": ProviderAllocations(7, {"i1": {"VCPU": 2}})})
     assert AuditRecord.from_json(record.to_json()) == record
     assert AuditRecord.from_json({"instances": 3}) == AuditRecord()
     assert AuditRecord.from_json(None) == AuditRecord()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from agent import config, layout
 from agent.provider_tree import ProviderTree
+from agent.render import discover_record
 from drivers.libvirt import LibvirtDriver
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -69,7 +70,8 @@ def allocations_by_name(driver, tree: ProviderTree) -> dict[str, dict]:
     """``expected_allocations`` with provider UUIDs replaced by provider names."""
     names = {p.uuid: p.name for p in tree.all_data()}
     out = {}
-    for consumer, record in driver.expected_allocations(tree, "cn1").items():
+    for consumer, typed in driver.expected_allocations(tree, "cn1").items():
+        record = discover_record(typed)
         out[consumer] = {
             "allocations": {
                 names[rp]: body["resources"] for rp, body in record["allocations"].items()

@@ -18,6 +18,7 @@ from libvirt_helpers import SYSFS, allocations_by_name, laid_out, libvirt_driver
 
 from agent import config
 from agent.layout import desired_providers
+from agent.render import discover_record
 from drivers.host import HostDriver
 
 NVME = '{"vendor_id": "8086", "product_id": "0a54"}'
@@ -187,7 +188,8 @@ def test_shut_off_domain_still_counted(tmp_path):
     dom.destroy()
     assert dom.isActive() == 0
     tree = laid_out(driver)
-    alloc = driver.expected_allocations(tree, "cn1")["aaaaaaaa-0000-4000-8000-000000000002"]
+    typed = driver.expected_allocations(tree, "cn1")["aaaaaaaa-0000-4000-8000-000000000002"]
+    alloc = discover_record(typed)
     assert alloc["project_id"] == "p-agent-1"
     assert sum(r["resources"].get("DISK_GB", 0) for r in alloc["allocations"].values()) == 31
 

@@ -14,6 +14,8 @@ import math
 
 from libvirt_helpers import ROOT_UUID, allocations_by_name, laid_out, libvirt_driver, tree_view
 
+from agent.render import discover_record
+
 UNOWNED = {"project_id": "unowned", "user_id": "unowned"}
 
 
@@ -139,6 +141,7 @@ def test_inactive_defined_domain_is_counted(tmp_path):
     )
     assert dom.isActive() == 0
     tree = laid_out(driver)
-    alloc = driver.expected_allocations(tree, "cn1")["cccccccc-0000-4000-8000-0000000000ff"]
+    typed = driver.expected_allocations(tree, "cn1")["cccccccc-0000-4000-8000-0000000000ff"]
+    alloc = discover_record(typed)
     assert alloc["allocations"] == {ROOT_UUID: {"resources": {"MEMORY_MB": 3072, "VCPU": 3}}}
     assert alloc["consumer_type"] == "INSTANCE"
