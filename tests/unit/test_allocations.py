@@ -62,13 +62,18 @@ def inst(n: int, **kw) -> Instance:
     return Instance(**fields)
 
 
-def plan(instances, host=HOST, policy=POLICY, sharing=None):
+def laid_out(host=HOST, policy=POLICY) -> ProviderTree:
     tree = ProviderTree()
     tree.new_root(host.nodename, ROOT)
     apply_layout(tree, host, policy)
+    return tree
+
+
+def plan(instances, host=HOST, policy=POLICY, sharing=None, held=None):
+    tree = laid_out(host, policy)
     out = {
         c: discover_record(rec)
-        for c, rec in plan_allocations(instances, host, tree, policy, sharing).items()
+        for c, rec in plan_allocations(instances, host, tree, policy, sharing, held).items()
     }
     by_name = {
         c: {
@@ -181,3 +186,66 @@ def test_instance_pinned_to_missing_cell_falls_back(caplog):
 def test_instance_using_nothing_has_no_entry():
     out, _ = plan([inst(1, flavor=Flavor(vcpus=0, memory_mb=0))])
     assert out == {}
+
+
+def test_boot_from_volume_on_shared_storage_puts_ephemeral_and_swap_on_the_share():
+    """docs/tree-shape.md: the compute node has no DISK_GB with shared storage."""
+    shared = replace(HOST, shared_storage=True)
+    bfv = inst(
+        1,
+        flavor=Flavor(vcpus=2, memory_mb=1024, root_gb=20, ephemeral_gb=5, swap_mb=1024),
+        boot_from_volume=True,
+    )
+    _, by_name = plan([bfv], host=shared, sharing=SHARING)
+    assert by_name[bfv.uuid][SHARING] == {"DISK_GB": 6}  # root 0 + 5 + 1
+    assert "DISK_GB" not in by_name[bfv.uuid]["cn"]
+    only_root = inst(2, flavor=Flavor(vcpus=1, memory_mb=512, root_gb=20), boot_from_volume=True)
+    _, by_name = plan([only_root], host=shared, sharing=SHARING)
+    assert SHARING not in by_name[only_root.uuid]
+    assert by_name[only_root.uuid] == {"cn": {"MEMORY_MB": 512, "VCPU": 1}}
+
+
+def numa_held(tree: ProviderTree, where: dict[str, dict[str, dict[str, int]]]):
+    """``{consumer: {cell name: amounts}}`` -> the audit's held view by provider UUID."""
+    return {
+        c: {tree.data(name).uuid: dict(a) for name, a in per.items()} for c, per in where.items()
+    }
+
+
+def test_numa_unpinned_instance_stays_where_placement_holds_it():
+    numa = replace(POLICY, model_numa=True)
+    tree = laid_out(policy=numa)
+    a = inst(1, flavor=Flavor(vcpus=4, memory_mb=1024))
+    newcomer = inst(0, flavor=Flavor(vcpus=4, memory_mb=1024))  # sorts first
+    # By the rule alone `a` goes to cell 0 (a tie, lower id); Placement holds it on cell 1.
+    held = numa_held(tree, {a.uuid: {"cn_NUMA1": {"VCPU": 4, "MEMORY_MB": 1024}}})
+    _, by_name = plan([newcomer, a], policy=numa, held=held)
+    assert by_name[a.uuid] == {"cn_NUMA1": {"MEMORY_MB": 1024, "VCPU": 4}}
+    assert set(by_name[newcomer.uuid]) == {"cn_NUMA0"}  # the freer cell now
+
+
+def test_numa_held_allocation_that_no_longer_fits_or_differs_is_placed_by_the_rule():
+    numa = replace(POLICY, model_numa=True)
+    tree = laid_out(policy=numa)
+    big = inst(1, flavor=Flavor(vcpus=40, memory_mb=1024))  # cell capacity is 32 VCPU
+    resized = inst(2, flavor=Flavor(vcpus=2, memory_mb=1024))  # held with 4 VCPU
+    held = numa_held(
+        tree,
+        {
+            big.uuid: {"cn_NUMA1": {"VCPU": 40, "MEMORY_MB": 1024}},
+            resized.uuid: {"cn_NUMA1": {"VCPU": 4, "MEMORY_MB": 1024}},
+        },
+    )
+    _, by_name = plan([big, resized], policy=numa, held=held)
+    assert by_name[big.uuid]["cn_NUMA0"] == {"MEMORY_MB": 1024, "VCPU": 40}
+    assert by_name[resized.uuid]["cn_NUMA1"] == {"MEMORY_MB": 1024, "VCPU": 2}
+
+
+def test_numa_consumers_that_are_not_instances_take_room_on_their_cell():
+    numa = replace(POLICY, model_numa=True)
+    tree = laid_out(policy=numa)
+    a = inst(1, flavor=Flavor(vcpus=4, memory_mb=1024))
+    migration = {"cn_NUMA0": {"VCPU": 30, "MEMORY_MB": 1024}}
+    held = numa_held(tree, {"migration-uuid": migration})
+    _, by_name = plan([a], policy=numa, held=held)
+    assert set(by_name[a.uuid]) == {"cn_NUMA1"}  # 32 - 30 free on cell 0

@@ -248,3 +248,18 @@ def test_concurrent_writers_keep_the_indexes_consistent():
         th.join()
     assert len(t) == 1 + 4 * 100
     assert len(t.get_provider_uuids()) == len(t)
+
+
+def test_a_name_that_is_another_providers_uuid_is_refused():
+    tree = ProviderTree()
+    root = tree.new_root("cn", "9b0c2d4e-6f8a-4b1c-9d2e-3f4a5b6c7d8e")
+    child = tree.new_child("cn_NUMA0", "cn")
+    with pytest.raises(ProviderConflict, match="is the UUID of resource provider 'cn_NUMA0'"):
+        tree.new_child(child, "cn")
+    with pytest.raises(ProviderConflict, match="is the UUID of resource provider 'cn'"):
+        tree.new_root(root, "5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b")
+    name_as_uuid = "0c1d2e3f-4a5b-4c6d-8e9f-0a1b2c3d4e5f"
+    tree.new_child(name_as_uuid, "cn", uuid="1c1d2e3f-4a5b-4c6d-8e9f-0a1b2c3d4e5f")
+    with pytest.raises(ProviderConflict, match="is the name of another resource provider"):
+        tree.new_child("gpu", "cn", uuid=name_as_uuid)
+    assert tree.data(name_as_uuid).name == name_as_uuid  # lookups stay unambiguous
