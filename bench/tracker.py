@@ -1,19 +1,22 @@
 """Benchmark: Placement requests and seconds of resource-tracker cycles with instances.
 
-For a fake host (2 NUMA cells modelled, 2 SR-IOV PFs) running 10, 100 and
-1,000 instances, against the real placement service in-process (SQLite in
-a temporary directory), it prints for each cycle: requests by method and
-path, seconds, allocations written and removed:
+For a fake host (2 SR-IOV PFs; two NUMA cells, modelled in Placement or
+not) running 10, 100 and 1,000 instances, against the real placement service
+in-process (SQLite in a temporary directory), it prints for each cycle:
+requests by method and path, seconds, allocations written and removed:
 
 - start-up on an empty Placement (providers created, every allocation written),
 - the next cycle (re-reads the providers whose generations its own writes moved),
-- a steady cycle (target: 1 request),
+- a steady cycle: target 1 + (providers that hold instance CPU and memory),
+  so 1 + 1 flat and 1 + 2 with the two NUMA cells (agent.audit),
 - a cycle after one instance was spawned behind the agent's back (healed),
 - a cycle after one instance was destroyed (its allocation removed),
-- after each write, the next cycle re-reads the providers whose generation
-  moved (inventories, traits, aggregates, allocations: 4 requests each),
+- heal latency: ``DELETE /allocations/{consumer}`` behind a warm agent's
+  back, then cycles until Placement holds the allocation again (target 1);
+  the same after a restart of the agent,
 
-and the peak RSS of the process at the end.
+then one line per size and shape with the steady-cycle requests against the
+target, and the peak RSS of the process at the end.
 
 Run: ``make bench`` or ``.venv/bin/python bench/tracker.py``.
 """
@@ -38,6 +41,9 @@ from drivers.fake import FakeDriver
 from drivers.records import Flavor, Instance
 
 SIZES = (10, 100, 1_000)
+
+
+SUMMARY: list[str] = []
 
 
 def host_file(path: Path, nodename: str, instances: int) -> Path:
@@ -73,7 +79,7 @@ def host_file(path: Path, nodename: str, instances: int) -> Path:
     return path
 
 
-def run(tracker: ResourceTracker, label: str, startup: bool = False) -> None:
+def run(tracker: ResourceTracker, label: str, startup: bool = False) -> int:
     client = tracker.report.client
     before = Counter(client.counts)
     start = time.perf_counter()
@@ -91,25 +97,42 @@ def run(tracker: ResourceTracker, label: str, startup: bool = False) -> None:
         f"written {len(node.allocations_written):>4} removed {len(node.allocations_removed)}  "
         f"[{top}]"
     )
+    return sum(delta.values())
 
 
-def bench(placement: EmbeddedPlacement, tmp: Path, size: int) -> None:
-    nodename = f"bench-rt-{size}"
+def heal_latency(tracker: ResourceTracker, consumer: str) -> int:
+    """Cycles until ``consumer``'s allocation, deleted out of band, is back (0: never, in 5)."""
+    client = tracker.report.client
+    want = client.get("/allocations/{consumer}", consumer=consumer)["allocations"]
+    client.delete("/allocations/{consumer}", consumer=consumer)
+    for cycles in range(1, 6):
+        tracker.update_available_resource(False)
+        held = client.get("/allocations/{consumer}", consumer=consumer)["allocations"]
+        if {rp: a["resources"] for rp, a in held.items()} == {
+            rp: a["resources"] for rp, a in want.items()
+        }:
+            return cycles
+    return 0
+
+
+def bench(placement: EmbeddedPlacement, tmp: Path, size: int, numa: bool) -> None:
+    shape = "numa" if numa else "flat"
+    nodename = f"bench-rt-{shape}-{size}"
     conf = config.load(
         [],
         {
-            "DEFAULT": {"state_path": str(tmp / f"state-{size}")},
-            "numa": {"model_in_placement": True},
+            "DEFAULT": {"state_path": str(tmp / f"state-{nodename}")},
+            "numa": {"model_in_placement": numa},
             "metrics": {"listen": ""},
         },
     )
     driver = FakeDriver(conf, host_file(tmp / f"{nodename}.yaml", nodename, size))
     state = StateStore(conf.state_path)
     tracker = ResourceTracker(conf, driver, ReportClient(placement.client(), state), state)
-    print(f"{size} instances:")
+    print(f"{size} instances, {shape}:")
     run(tracker, "start-up, empty Placement", startup=True)
     run(tracker, "next cycle")
-    run(tracker, "steady")
+    steady = run(tracker, "steady")
     extra = Instance(str(uuid.uuid4()), "bench-project", "bench-user", Flavor(2, 1024, 1))
     driver.spawn(nodename, extra)  # no tracker attached: the audit finds and heals it
     run(tracker, "one instance spawned behind it")
@@ -118,12 +141,25 @@ def bench(placement: EmbeddedPlacement, tmp: Path, size: int) -> None:
     run(tracker, "one instance destroyed")
     run(tracker, "next cycle")
     run(tracker, "steady")
+    warm = heal_latency(tracker, str(uuid.UUID(int=1)))
+    run(tracker, "next cycle")
+    restarted = ResourceTracker(conf, driver, ReportClient(placement.client(), state), state)
+    restarted.update_available_resource(True)
+    after_restart = heal_latency(restarted, str(uuid.UUID(int=2)))
+    target = 1 + (2 if numa else 1)
+    SUMMARY.append(
+        f"  {size:>5} instances {shape:<4}: unchanged cycle {steady} requests (target <= "
+        f"{target}); DELETE healed in {warm} cycle(s) warm, {after_restart} after a restart"
+    )
 
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, EmbeddedPlacement(f"{tmp}/placement") as placement:
-        for size in SIZES:
-            bench(placement, Path(tmp), size)
+        for numa in (False, True):
+            for size in SIZES:
+                bench(placement, Path(tmp), size, numa)
+    print("summary:")
+    print("\n".join(SUMMARY))
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 
