@@ -46,6 +46,11 @@ SIZES = (10, 100, 1_000)
 SUMMARY: list[str] = []
 
 
+def instance_uuid(nodename: str, i: int) -> str:
+    """Instance ``i`` of ``nodename``: unique per node, as consumers are in a real cloud."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{nodename}/{i}"))
+
+
 def host_file(path: Path, nodename: str, instances: int) -> Path:
     """A two-cell host large enough for ``instances`` small instances."""
     doc = {
@@ -64,7 +69,7 @@ def host_file(path: Path, nodename: str, instances: int) -> Path:
                 ],
                 "instances": [
                     {
-                        "uuid": str(uuid.UUID(int=i + 1)),
+                        "uuid": instance_uuid(nodename, i),
                         "project_id": "bench-project",
                         "user_id": "bench-user",
                         "numa_cells": [i % 2],
@@ -141,11 +146,11 @@ def bench(placement: EmbeddedPlacement, tmp: Path, size: int, numa: bool) -> Non
     run(tracker, "one instance destroyed")
     run(tracker, "next cycle")
     run(tracker, "steady")
-    warm = heal_latency(tracker, str(uuid.UUID(int=1)))
+    warm = heal_latency(tracker, instance_uuid(nodename, 0))
     run(tracker, "next cycle")
     restarted = ResourceTracker(conf, driver, ReportClient(placement.client(), state), state)
     restarted.update_available_resource(True)
-    after_restart = heal_latency(restarted, str(uuid.UUID(int=2)))
+    after_restart = heal_latency(restarted, instance_uuid(nodename, 1))
     target = 1 + (2 if numa else 1)
     SUMMARY.append(
         f"  {size:>5} instances {shape:<4}: unchanged cycle {steady} requests (target <= "
