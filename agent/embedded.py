@@ -105,6 +105,22 @@ def placement_app_for_url(url: str, create_schema: bool = False) -> Callable[...
         return _app
 
 
+def check_embedded_database(state_path: str | Path) -> None:
+    """Raise unless this process can serve the embedded database of ``state_path``.
+
+    Raises:
+        ConfigError: the process already serves another database (one per process).
+    """
+    url = database_url(state_path)
+    with _lock:
+        if _configured_url is not None and _configured_url != url:
+            raise ConfigError(
+                f"embedded placement already uses {_safe_url(_configured_url)}; one process "
+                f"serves one database (asked for {_safe_url(url)}): restart the service to "
+                "change state_path"
+            )
+
+
 def _safe_url(url: str) -> str:
     """``url`` without its password, for logs and messages."""
     import sqlalchemy.engine

@@ -35,7 +35,7 @@ from oslo_config import cfg
 from agent import config as agent_config
 from agent.exceptions import ConfigError
 from agent.names import resource_class_name, trait_name
-from agent.provider_tree import ProviderTree
+from agent.provider_tree import ProviderTree, child_uuid
 from agent.resources import Inventory
 from drivers.records import Gpu, HostResources, MdevType, pci_address_slug
 
@@ -398,18 +398,46 @@ def apply_layout(tree: ProviderTree, host: HostResources, policy: LayoutPolicy) 
             tree.update_traits(spec.name, spec.traits | {OWNER_TRAIT})
 
 
-def foreign_providers(tree: ProviderTree, root_uuid: str) -> list[str]:
-    """UUIDs of the providers below the compute node that lack :data:`OWNER_TRAIT`.
+def is_agent_provider(tree: ProviderTree, uuid: str, root_uuid: str) -> bool:
+    """True when provider ``uuid`` of the tree under ``root_uuid`` is this agent's.
 
-    The compute node itself is the agent's by definition (it is found or
-    created by ``ReportClient.ensure_root`` and gets the trait on the first
-    write), so it is never foreign.
+    The one home of the ownership rule. A provider is the agent's when:
+
+    - it is the compute node (found or created by ``ReportClient.ensure_root``;
+      it gets the owner trait on the first write), or
+    - it carries :data:`OWNER_TRAIT`, or
+    - its UUID is the one the agent derives for its name under this compute
+      node (``child_uuid(root UUID, name)``, DESIGN.md "Tree shape"). Placement
+      creates a provider and sets its traits in two requests; a provider the
+      agent created just before a crash (of the agent or of Placement) has no
+      trait yet, and is repaired, not shunned. No one else can hold that UUID
+      by chance (uuid5 of the compute node's UUID and the name).
+    """
+    if uuid == root_uuid:
+        return True
+    p = tree.data(uuid)
+    return OWNER_TRAIT in p.traits or uuid == child_uuid(root_uuid, p.name)
+
+
+def foreign_providers(tree: ProviderTree, root_uuid: str) -> list[str]:
+    """UUIDs of the providers below the compute node that are not the agent's.
+
+    See :func:`is_agent_provider`.
     """
     return [
         uuid
         for uuid in tree.get_provider_uuids(root_uuid)[1:]
-        if OWNER_TRAIT not in tree.data(uuid).traits
+        if not is_agent_provider(tree, uuid, root_uuid)
     ]
+
+
+def owned_providers(tree: ProviderTree, root_uuid: str) -> set[str]:
+    """UUIDs of the compute node under ``root_uuid`` and of its providers that are the agent's."""
+    return {
+        uuid
+        for uuid in tree.get_provider_uuids(root_uuid)
+        if is_agent_provider(tree, uuid, root_uuid)
+    }
 
 
 _warned_foreign: set[str] = set()

@@ -1,16 +1,28 @@
 """The service: ``compute-agent run``.
 
-APScheduler runs :meth:`ResourceTracker.update_available_resource` every
-``update_interval`` seconds (plus up to ``update_jitter``), never two at once
-(``max_instances=1``; an early request that arrives during a cycle runs
-right after it). The first cycle is the start-up one; start-up lasts until
-a cycle succeeds for every node, because a reshape is only performed then
-(reshape-provider-tree.txt).
+One worker thread runs :meth:`ResourceTracker.update_available_resource`
+every ``update_interval`` seconds (plus up to ``update_jitter``), never two
+at once; an early request that arrives during a cycle runs right after it.
+Intervals, the cycle's deadline, staleness and the watchdog are measured on
+the monotonic clock, so a wall-clock step in either direction changes
+nothing (APScheduler, used before, schedules by the wall clock: after a
+step back of an hour no cycle ran for an hour). The first cycle is the
+start-up one; start-up lasts until a cycle succeeds for every node, because
+a reshape is only performed then (reshape-provider-tree.txt).
 
-Signals: SIGTERM and SIGINT let the running cycle finish, then exit 0; SIGHUP
-re-reads the configuration, drops every cache (driver, Placement client and
-what it remembers) and runs a cycle early. Hot-plug events of drivers that
-watch for them (the host driver's udev monitor) also run a cycle early.
+Signals: SIGTERM and SIGINT stop the service: the running cycle gets
+``[DEFAULT] stop_timeout`` seconds to finish, then no new Placement request
+starts and retry waits end at once; the service exits 0 either way (every
+write is resumable, so an abandoned cycle is carried on by the next start).
+SIGHUP re-reads the configuration and, only once the new components are
+built, replaces the old ones and drops every cache; a reload that fails
+keeps the old components running. Hot-plug events of drivers that watch
+for them (the host driver's udev monitor) run a cycle early.
+
+Health: the systemd watchdog is fed only while cycles make progress (the
+last cycle that reached Placement and worked on a node is younger than two
+intervals plus the jitter); a service whose cycles all fail is restarted by
+systemd, and ``status`` says why.
 
 Fatal: ``ReshapeNeeded`` outside start-up (exit 4: a restart performs the
 reshape) and ``ReshapeFailed`` (exit 5: Placement is unchanged, an operator
@@ -20,9 +32,9 @@ must look). Any other failure of a cycle is logged and retried next time.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import logging
 import os
+import random
 import signal
 import threading
 import time
@@ -30,7 +42,6 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from apscheduler.schedulers.background import BackgroundScheduler
 from oslo_config import cfg
 
 from agent.commands.common import (
@@ -39,19 +50,19 @@ from agent.commands.common import (
     EXIT_RESHAPE_FAILED,
     EXIT_RESHAPE_NEEDED,
 )
+from agent.embedded import EmbeddedPlacement, check_embedded_database
 from agent.exceptions import AgentError, ReshapeFailed, ReshapeNeeded
 from agent.metrics import AgentMetrics
 from agent.notify import Notifier
-from agent.placement.connect import placement_client
+from agent.placement.options import is_embedded
+from agent.placement.session import client_from_conf
 from agent.report import ReportClient
-from agent.state import StateStore
+from agent.state import StateStore, boot_id
 from agent.tracker import CycleOutcome, ResourceTracker
 from drivers import load_driver
 from drivers.base import ComputeDriver
 
 LOG = logging.getLogger(__name__)
-
-JOB_ID = "resource-tracking-cycle"
 
 FATAL_ADVICE = {
     EXIT_RESHAPE_NEEDED: (
@@ -103,19 +114,39 @@ class Service:
         self._early_requested = False
         self._running_since: float | None = None
         self._cycle_lock = threading.Lock()
-        self._scheduler: BackgroundScheduler | None = None
+        self._wake = threading.Event()
+        self._worker: threading.Thread | None = None
+        # Monotonic time of the last cycle that made progress (start counts as one).
+        self._last_progress = time.monotonic()
         self._monitor: Any = None
 
     # -- components ------------------------------------------------------------------
 
     def _build(self, conf: cfg.ConfigOpts) -> None:
+        """Build driver, Placement client and tracker for ``conf``, then put them in place.
+
+        Nothing of the running components is touched until the new ones are
+        built, so a failure leaves the service as it was.
+
+        Raises:
+            ConfigError: the configuration does not fit the host, or Placement's
+                options are incomplete.
+        """
+        driver = self._driver_factory(conf)
+        driver.check_host_config()
+        # Everything that can refuse the configuration runs before the old
+        # components go: the Placement options (no request is sent) or, for the
+        # embedded Placement, that this process can serve the database asked for.
+        remote = None if is_embedded(conf) else client_from_conf(conf)
+        if remote is None:
+            check_embedded_database(conf.state_path)
+        self._teardown()
         stack = contextlib.ExitStack()
-        try:
-            driver = self._driver_factory(conf)
-            client = stack.enter_context(placement_client(conf))
-        except BaseException:
-            stack.close()
-            raise
+        if remote is None:
+            embedded = stack.enter_context(EmbeddedPlacement(conf.state_path))
+            client = embedded.client(conf.placement.request_retries, conf.placement.retry_max_wait)
+        else:
+            client = remote
         state = StateStore(conf.state_path)
         self.tracker = ResourceTracker(conf, driver, ReportClient(client, state), state)
         self.conf = conf
@@ -137,8 +168,9 @@ class Service:
     # -- requests from outside (signals, hot-plug, tests) -------------------------------
 
     def stop(self) -> None:
-        """Finish the running cycle, if any, and exit 0."""
+        """Stop: the running cycle gets ``stop_timeout`` s to finish, then the service exits 0."""
         self._stop.set()
+        self._wake.set()
 
     def reload(self) -> None:
         """Re-read the configuration and drop caches before an early cycle."""
@@ -148,9 +180,7 @@ class Service:
     def request_cycle(self) -> None:
         """Run a cycle now, or right after the running one."""
         self._early_requested = True
-        if self._scheduler is not None and self._running_since is None:
-            with contextlib.suppress(Exception):  # the scheduler may be shutting down
-                self._scheduler.modify_job(JOB_ID, next_run_time=_now())
+        self._wake.set()
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         if signum == signal.SIGHUP:
@@ -171,22 +201,10 @@ class Service:
             LOG.error("configuration not reloaded, the previous one stays: %s", exc)
             self.notifier.ready()
             return
-        old = self.conf
-        self._teardown()
         try:
             self._build(conf)
         except AgentError as exc:
             LOG.error("configuration not reloaded, the previous one stays: %s", exc)
-            assert old is not None
-            self._build(old)
-        assert self.conf is not None
-        if self._scheduler is not None:
-            self._scheduler.reschedule_job(
-                JOB_ID,
-                trigger="interval",
-                seconds=self.conf.update_interval,
-                jitter=self.conf.update_jitter or None,
-            )
         self.notifier.ready()
 
     def run_cycle(self) -> CycleOutcome | None:
@@ -222,11 +240,14 @@ class Service:
             self._stop.set()
             return None
         except Exception as exc:  # the service never dies of one cycle
-            LOG.exception("cycle failed")
+            LOG.error("cycle failed: %s: %s", type(exc).__name__, exc)
+            LOG.debug("traceback of the failed cycle", exc_info=True)
             outcome = CycleOutcome(startup=startup, started=time.time())
             outcome.error = f"{type(exc).__name__}: {exc}"
         if outcome.ok:
             self._started_ok = True
+        if outcome.progressed:
+            self._last_progress = time.monotonic()
         self._record(outcome)
         if not self._ready_sent:
             # READY after the start-up cycle (and any reshape) is done: systemd's
@@ -243,22 +264,37 @@ class Service:
             self.metrics.observe_client(self.tracker.report.client)
         self.notifier.status(outcome.summary())
         assert self.conf is not None
-        try:
-            StateStore(self.conf.state_path).set_last_cycle(
-                {**outcome.to_json(), "fatal": fatal, "pid": os.getpid()}
-            )
-        except OSError as exc:
-            LOG.error("could not record the cycle's outcome in %s: %s", self.conf.state_path, exc)
+        store = self.tracker.state if self.tracker is not None else StateStore(self.conf.state_path)
+        store.set_last_cycle(
+            {
+                **outcome.to_json(),
+                "fatal": fatal,
+                "pid": os.getpid(),
+                # status measures age on the monotonic clock when on the same boot
+                "finished_monotonic": time.monotonic(),
+                "boot_id": boot_id(),
+            }
+        )
 
     # -- running ------------------------------------------------------------------------
 
     def _healthy(self) -> bool:
-        """False when the scheduler died or a cycle has run for longer than the watchdog allows."""
-        if self._scheduler is None or not self._scheduler.running:
+        """True while the worker lives, no cycle overran, and cycles make progress.
+
+        Measured on the monotonic clock. A cycle that ran for longer than
+        ``cycle_timeout`` plus ``stop_timeout`` is stuck; no progress for two
+        intervals plus the jitter means nothing works (Placement unreachable,
+        every node failing): systemd's watchdog then restarts the service.
+        """
+        assert self.conf is not None
+        if self._worker is None or not self._worker.is_alive():
             return False
+        now = time.monotonic()
         since = self._running_since
-        limit = (self.notifier.watchdog_interval or 0) * 2
-        return since is None or not limit or time.monotonic() - since < limit
+        if since is not None and now - since > self.conf.cycle_timeout + self.conf.stop_timeout:
+            return False
+        window = 2 * self.conf.update_interval + self.conf.update_jitter
+        return now - self._last_progress < window
 
     def run(self, once: bool = False) -> int:
         """Start, run cycles until stopped, return the exit code.
@@ -296,19 +332,11 @@ class Service:
         if self._install_signals:
             for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 signal.signal(signum, self._on_signal)
-        scheduler = BackgroundScheduler(
-            job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None}
-        )
-        scheduler.add_job(
-            self.run_cycle,
-            "interval",
-            id=JOB_ID,
-            seconds=self.conf.update_interval,
-            jitter=self.conf.update_jitter or None,
-            next_run_time=_now(),
-        )
-        self._scheduler = scheduler
-        scheduler.start()
+        self._last_progress = time.monotonic()
+        # A daemon thread: a cycle stuck in a read cannot keep the process alive
+        # past stop_timeout (its writes are resumable, the next start carries on).
+        self._worker = threading.Thread(target=self._loop, name="cycle", daemon=True)
+        self._worker.start()
         LOG.info(
             "compute-agent running: a cycle every %d s (+ up to %.0f s)",
             self.conf.update_interval,
@@ -321,11 +349,29 @@ class Service:
                     self.notifier.watchdog()
         finally:
             self.notifier.stopping()
-            # wait=True: the running cycle finishes before we return.
-            scheduler.shutdown(wait=True)
-            self._scheduler = None
+            self._worker.join(self.conf.stop_timeout)
+            if self._worker.is_alive() and self.tracker is not None:
+                # No new request, retry waits end: a cycle between requests ends now.
+                self.tracker.report.client.abort.set()
+                self._worker.join(1.0)
+            if self._worker.is_alive():
+                LOG.warning(
+                    "the running cycle did not finish within %d s of the stop request; "
+                    "stopping without it (the next start carries on where it was)",
+                    self.conf.stop_timeout,
+                )
         return self.exit_code
 
-
-def _now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC)
+    def _loop(self) -> None:
+        """Run cycles: now, then every interval (plus jitter), or early when asked."""
+        assert self.conf is not None
+        due = time.monotonic()
+        while not self._stop.is_set():
+            # Event.wait measures monotonic time: wall-clock steps do not move `due`.
+            if self._wake.wait(max(0.0, due - time.monotonic())):
+                self._wake.clear()
+            if self._stop.is_set():
+                break
+            self.run_cycle()
+            conf = self.conf
+            due = time.monotonic() + conf.update_interval + random.uniform(0, conf.update_jitter)

@@ -13,6 +13,22 @@ DEFAULT_OPTS: list[cfg.Opt] = [
         "fleet of agents restarted together does not reach Placement in step.",
     ),
     cfg.IntOpt(
+        "cycle_timeout",
+        default=900,
+        min=10,
+        help="Seconds one cycle may take: no Placement request starts after that, and the "
+        "cycle ends failed; the next one carries on where it stopped. Each request is "
+        "also bounded by [placement] timeout.",
+    ),
+    cfg.IntOpt(
+        "stop_timeout",
+        default=10,
+        min=1,
+        help="Seconds the running cycle gets to finish after SIGTERM or SIGINT (no new "
+        "Placement request starts meanwhile); the service then exits 0 either way. Keep "
+        "it below systemd's TimeoutStopSec.",
+    ),
+    cfg.IntOpt(
         "status_max_age",
         min=1,
         help="'compute-agent status' reports the last cycle as stale when it finished "

@@ -6,6 +6,15 @@ the last cycle's outcome. Files are JSON, written atomically
 (temporary file, fsync, rename) so a crash never leaves half a file; a file
 that cannot be read is reported and treated as absent, because everything
 in it can be found again in Placement.
+
+A state directory that cannot be written (read-only, full) does not stop
+the agent: Placement is still kept in step, the failure is logged once, and
+:attr:`StateStore.save_error` says it (the cycle's outcome and ``status``
+carry it). What is lost meanwhile: restarts cost more (Placement is read
+again), and the known consumers of the allocation audit (a gone instance's
+allocation can then only be removed while this process runs). The audit's
+file is written twice (``consumers.json`` and ``consumers.bak.json``) so the
+loss or corruption of one still leaves the known consumers.
 """
 
 from __future__ import annotations
@@ -28,6 +37,9 @@ PLACEMENT_SEEN_FILE = "placement_seen.json"
 
 CONSUMERS_FILE = "consumers.json"
 """``{nodename: audit record}``: known instances, unknown consumers, allocations seen."""
+
+CONSUMERS_COPY = "consumers.bak.json"
+"""The same, written after it: read when ``consumers.json`` is lost or unreadable."""
 
 LAST_CYCLE_FILE = "last_cycle.json"
 """The service's last cycle: when, how long, outcome per node (``compute-agent status``)."""
@@ -64,6 +76,29 @@ def write_json(path: Path, document: Any) -> None:
         raise
 
 
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def boot_id() -> str:
+    """This boot's id (Linux): monotonic times are comparable only within one boot."""
+    try:
+        return BOOT_ID.read_text().strip()
+    except OSError:
+        return ""
+
+
+def record_age(record: dict[str, Any], now_wall: float, now_monotonic: float) -> float:
+    """Seconds since a cycle recorded by the service finished, never negative.
+
+    On the same boot the monotonic clock decides, so a wall-clock step changes
+    nothing; otherwise (a reboot since) the wall clock, floored at 0.
+    """
+    finished = record.get("finished_monotonic")
+    if finished is not None and record.get("boot_id") and record.get("boot_id") == boot_id():
+        return max(0.0, now_monotonic - float(finished))
+    return max(0.0, now_wall - float(record.get("finished", now_wall)))
+
+
 class StateStore:
     """Reads and writes the files of one state directory.
 
@@ -73,6 +108,32 @@ class StateStore:
 
     def __init__(self, state_path: str | Path) -> None:
         self.path = Path(state_path)
+        self.save_error: str | None = None
+        """Why the last write failed (None after a write that succeeded)."""
+
+    def _write(self, name: str, document: Any) -> bool:
+        """Write one file; a failure is logged once and kept in :attr:`save_error`.
+
+        Returns:
+            True when written.
+        """
+        try:
+            write_json(self.path / name, document)
+        except OSError as exc:
+            error = f"state directory {self.path} cannot be written ({exc.strerror or exc})"
+            if error != self.save_error:
+                LOG.error(
+                    "%s: Placement is still kept in step, but restarts will read it all "
+                    "again and the consumers known to the audit are not saved; make the "
+                    "directory writable (or free space) and it is used again",
+                    error,
+                )
+            self.save_error = error
+            return False
+        if self.save_error is not None:
+            LOG.info("state directory %s is writable again", self.path)
+            self.save_error = None
+        return True
 
     def root_uuids(self) -> dict[str, str]:
         """``{nodename: UUID}`` of every compute node recorded; invalid entries are dropped."""
@@ -96,12 +157,11 @@ class StateStore:
     def set_root_uuid(self, nodename: str, uuid: str) -> None:
         """Record the UUID of compute node ``nodename``.
 
-        Raises:
-            OSError: the state directory is not writable.
+        A failure to write is logged and kept in :attr:`save_error`.
         """
         doc = self.root_uuids()
         doc[nodename] = str(uuidlib.UUID(uuid))
-        write_json(self.path / COMPUTE_NODES_FILE, doc)
+        self._write(COMPUTE_NODES_FILE, doc)
 
     def seen_providers(self, nodename: str) -> list[dict[str, Any]] | None:
         """Provider records of ``nodename`` as Placement last held them, or None.
@@ -117,13 +177,12 @@ class StateStore:
     def set_seen_providers(self, nodename: str, records: list[dict[str, Any]]) -> None:
         """Record what Placement holds for ``nodename`` after a write.
 
-        Raises:
-            OSError: the state directory is not writable.
+        A failure to write is logged and kept in :attr:`save_error`.
         """
         doc = read_json(self.path / PLACEMENT_SEEN_FILE)
         doc = doc if isinstance(doc, dict) else {}
         doc[nodename] = records
-        write_json(self.path / PLACEMENT_SEEN_FILE, doc)
+        self._write(PLACEMENT_SEEN_FILE, doc)
 
     def consumers(self, nodename: str) -> dict[str, Any] | None:
         """The allocation audit's record of ``nodename`` (see :mod:`agent.audit`), or None.
@@ -132,21 +191,25 @@ class StateStore:
         seconds since the epoch}, "held": {provider UUID: {consumer UUID:
         {resource class: amount}}}, "generations": {provider UUID: generation}}``.
         """
-        doc = read_json(self.path / CONSUMERS_FILE)
-        if not isinstance(doc, dict) or not isinstance(doc.get(nodename), dict):
-            return None
-        return doc[nodename]
+        for name in (CONSUMERS_FILE, CONSUMERS_COPY):
+            doc = read_json(self.path / name)
+            if isinstance(doc, dict) and isinstance(doc.get(nodename), dict):
+                return doc[nodename]
+        return None
 
     def set_consumers(self, nodename: str, record: dict[str, Any]) -> None:
         """Record the allocation audit's view of ``nodename``.
 
-        Raises:
-            OSError: the state directory is not writable.
+        A failure to write is logged and kept in :attr:`save_error`.
         """
         doc = read_json(self.path / CONSUMERS_FILE)
+        if not isinstance(doc, dict):
+            doc = read_json(self.path / CONSUMERS_COPY)
         doc = doc if isinstance(doc, dict) else {}
         doc[nodename] = record
-        write_json(self.path / CONSUMERS_FILE, doc)
+        # One after the other: a crash leaves at least one of them whole.
+        if self._write(CONSUMERS_FILE, doc):
+            self._write(CONSUMERS_COPY, doc)
 
     def last_cycle(self) -> dict[str, Any] | None:
         """The outcome of the service's last cycle (``CycleOutcome.to_json``), or None."""
@@ -156,7 +219,6 @@ class StateStore:
     def set_last_cycle(self, record: dict[str, Any]) -> None:
         """Record the outcome of a cycle, for ``compute-agent status``.
 
-        Raises:
-            OSError: the state directory is not writable.
+        A failure to write is logged and kept in :attr:`save_error`.
         """
-        write_json(self.path / LAST_CYCLE_FILE, record)
+        self._write(LAST_CYCLE_FILE, record)

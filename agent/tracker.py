@@ -34,7 +34,7 @@ from agent.allocation_model import ConsumerAllocations
 from agent.allocations import cpu_memory_providers, plan_allocations
 from agent.audit import AllocationAudit
 from agent.exceptions import AgentError, CapacityExceeded, ReshapeFailed, ReshapeNeeded
-from agent.layout import OWNER_TRAIT
+from agent.layout import is_agent_provider, owned_providers
 from agent.provider_tree import ProviderTree
 from agent.report import ReportClient, SyncResult
 from agent.state import StateStore
@@ -94,18 +94,43 @@ class CycleOutcome:
     nodes: list[NodeOutcome] = field(default_factory=list)
     error: str = ""
     requests: int = 0
+    state_error: str = ""
+
+    @property
+    def status(self) -> str:
+        """``ok``; ``degraded`` when a write was refused or state could not be saved
+        (Placement may lack an allocation or a provider); ``failed`` when a node failed."""
+        if self.error or not all(n.ok for n in self.nodes):
+            return "failed"
+        if self.state_error or any(n.problems for n in self.nodes):
+            return "degraded"
+        return "ok"
 
     @property
     def ok(self) -> bool:
-        """True when every node succeeded."""
-        return not self.error and all(n.ok for n in self.nodes)
+        """True when every node succeeded and nothing was left unwritten."""
+        return self.status == "ok"
+
+    @property
+    def progressed(self) -> bool:
+        """True when Placement was reached and at least one node was worked on (watchdog)."""
+        return not self.error and any(n.ok for n in self.nodes)
 
     def summary(self) -> str:
         """One line for logs and ``STATUS=`` of systemd."""
         if self.error:
             return f"cycle failed: {self.error}"
         failed = [n.nodename for n in self.nodes if not n.ok]
-        head = "cycle ok" if not failed else f"cycle failed for {', '.join(failed)}"
+        degraded = [n.nodename for n in self.nodes if n.ok and n.problems]
+        if failed:
+            head = f"cycle failed for {', '.join(failed)}"
+        elif degraded:
+            problems = sum(len(n.problems) for n in self.nodes)
+            head = f"cycle degraded ({problems} write(s) refused) for {', '.join(degraded)}"
+        elif self.state_error:
+            head = f"cycle degraded ({self.state_error})"
+        else:
+            head = "cycle ok"
         written = sum(len(n.allocations_written) for n in self.nodes)
         removed = sum(len(n.allocations_removed) for n in self.nodes)
         return (
@@ -118,6 +143,8 @@ class CycleOutcome:
         """The outcome as stored in ``last_cycle.json``."""
         return {
             "ok": self.ok,
+            "status": self.status,
+            "state_error": self.state_error,
             "startup": self.startup,
             "started": self.started,
             "finished": self.started + self.duration,
@@ -183,17 +210,23 @@ class ResourceTracker:
             ReshapeFailed: ``POST /reshaper`` failed (fatal; Placement unchanged).
         """
         outcome = CycleOutcome(startup=startup, started=self.clock())
-        before = self.report.client.total_requests()
+        client = self.report.client
+        before = client.total_requests()
         start = time.monotonic()
+        client.deadline = start + self.conf.cycle_timeout
         try:
-            nodenames = self.driver.get_nodenames()
-        except Exception as exc:  # any driver failure fails this cycle only
-            outcome.error = f"driver {type(self.driver).__name__} could not list nodes: {exc}"
-            LOG.error("%s", outcome.error)
-            nodenames = []
-        for nodename in nodenames:
-            with self._lock(nodename):
-                outcome.nodes.append(self._update_node(nodename, startup))
+            try:
+                nodenames = self.driver.get_nodenames()
+            except Exception as exc:  # any driver failure fails this cycle only
+                outcome.error = f"driver {type(self.driver).__name__} could not list nodes: {exc}"
+                LOG.error("%s", outcome.error)
+                nodenames = []
+            for nodename in nodenames:
+                with self._lock(nodename):
+                    outcome.nodes.append(self._update_node(nodename, startup))
+        finally:
+            client.deadline = None
+        outcome.state_error = self.state.save_error or ""
         outcome.duration = time.monotonic() - start
         outcome.requests = self.report.client.total_requests() - before
         (LOG.info if outcome.ok else LOG.warning)("%s", outcome.summary())
@@ -208,10 +241,10 @@ class ResourceTracker:
         except Exception as exc:  # one node's failure must not stop the others
             node.ok = False
             node.error = f"{type(exc).__name__}: {exc}"
-            if isinstance(exc, AgentError):
-                LOG.error("node %s: cycle failed: %s", nodename, exc)
-            else:
-                LOG.exception("node %s: cycle failed", nodename)
+            # One line at ERROR, naming what failed; the traceback only for debugging.
+            LOG.error("node %s: cycle failed: %s", nodename, node.error)
+            if not isinstance(exc, AgentError):
+                LOG.debug("node %s: traceback of the failure", nodename, exc_info=True)
         return node
 
     def _sync_node(self, nodename: str, startup: bool, node: NodeOutcome) -> None:
@@ -245,7 +278,9 @@ class ResourceTracker:
         expected = self.driver.expected_allocations(
             tree, nodename, sharing, held=view.held, instances=listed
         )
-        audit = self.audit.reconcile(view, expected, {i.uuid for i in listed}, keep)
+        # An instance the driver saw but could not read still runs: not gone.
+        present = {i.uuid for i in listed} | self.driver.unreadable_instances(nodename)
+        audit = self.audit.reconcile(view, expected, present, keep)
         node.allocations_written = audit.written
         node.allocations_removed = audit.removed
         node.unknown_consumers = audit.unknown
@@ -253,10 +288,7 @@ class ResourceTracker:
 
     @staticmethod
     def _owned(tree: ProviderTree, nodename: str) -> set[str]:
-        root = tree.data(nodename).uuid
-        return {root} | {
-            u for u in tree.get_provider_uuids(root)[1:] if OWNER_TRAIT in tree.data(u).traits
-        }
+        return owned_providers(tree, tree.data(nodename).uuid)
 
     def _sharing_provider(self, tree: ProviderTree, nodename: str) -> str | None:
         """The shared-storage provider for DISK_GB when the node's disks are shared."""
@@ -295,7 +327,7 @@ class ResourceTracker:
         root = before.data(nodename).uuid
         for uuid in before.get_provider_uuids(root)[1:]:
             old = before.data(uuid)
-            if tree.exists(uuid) or OWNER_TRAIT not in old.traits or not old.inventory:
+            if tree.exists(uuid) or not is_agent_provider(before, uuid, root) or not old.inventory:
                 continue
             usages = self.report.provider_usages(uuid)
             if not any(usages.values()):

@@ -10,6 +10,7 @@ switching drivers over the same hardware changes nothing in Placement.
 from __future__ import annotations
 
 import abc
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,11 +18,13 @@ from oslo_config import cfg
 
 from agent.allocation_model import ByProvider, ConsumerAllocations
 from agent.allocations import plan_allocations
-from agent.exceptions import ReshapeNeeded
-from agent.layout import LayoutPolicy, apply_layout, policy_from_conf
+from agent.exceptions import ConfigError, ReshapeNeeded
+from agent.layout import LayoutPolicy, apply_layout, desired_providers, policy_from_conf
 from agent.provider_tree import ProviderTree
 from agent.reshape import describe_moves, find_moves, reshape_allocations
 from drivers.records import HostResources, Instance
+
+LOG = logging.getLogger(__name__)
 
 
 class ComputeDriver(abc.ABC):
@@ -64,6 +67,16 @@ class ComputeDriver(abc.ABC):
         Raises:
             KeyError: ``nodename`` is not managed by this driver.
         """
+
+    def unreadable_instances(self, nodename: str) -> set[str]:
+        """UUIDs of instances the last :meth:`list_instances` saw but could not read.
+
+        Such an instance exists (a transient driver error, a definition that
+        does not parse) but its needs are unknown: the allocation audit
+        neither writes nor clears its allocation until it can be read again.
+        Drivers that always read what they list return an empty set.
+        """
+        return set()
 
     def update_provider_tree(
         self,
@@ -116,6 +129,28 @@ class ComputeDriver(abc.ABC):
                 provider_tree,
                 self.expected_allocations(provider_tree, nodename),
             )
+
+    def check_host_config(self) -> None:
+        """Refuse a configuration that does not fit the host (start and reload).
+
+        Every node is discovered once and laid out: a ``reserved_host_*``
+        option above the host's total, or a CPU set naming a CPU the host
+        lacks, raises here so ``compute-agent run`` exits 2 with one line
+        instead of failing every cycle. A node that cannot be discovered now
+        is only warned about: the cycles report it and retry.
+
+        Raises:
+            ConfigError: naming the option and the host's figure.
+        """
+        for nodename in self.get_nodenames():
+            try:
+                host = self.get_host_resources(nodename)
+            except ConfigError:
+                raise
+            except Exception as exc:  # a host read failing now is the cycles' business
+                LOG.warning("node %s: configuration not checked against it: %s", nodename, exc)
+                continue
+            desired_providers(host, self.policy)
 
     def laid_out_resources(self, nodename: str) -> HostResources:
         """The hardware the last :meth:`update_provider_tree` of ``nodename`` laid out.

@@ -36,6 +36,6 @@ def run(args: argparse.Namespace) -> int:
         # A service's log says what each cycle did; the CLI default is quieter.
         logging.getLogger().setLevel(logging.INFO)
         # The embedded placement's per-request and migration lines drown the agent's own.
-        for noisy in ("placement", "alembic", "apscheduler"):
+        for noisy in ("placement", "alembic"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
     return Service(lambda: load_conf(args)).run(once=args.once)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -69,6 +70,10 @@ class PlacementClient:
         self.retries = retries
         self.retry_max_wait = retry_max_wait
         self.extra_headers = dict(extra_headers or {})
+        # Set by the service on SIGTERM: no new try starts and retry waits end at once.
+        self.abort = threading.Event()
+        # Monotonic time after which no new try starts (the cycle's deadline).
+        self.deadline: float | None = None
         self.counts: Counter[tuple[str, str]] = Counter()
         # (method, HTTP status or "transport"): what the metrics endpoint shows.
         self.statuses: Counter[tuple[str, str]] = Counter()
@@ -184,6 +189,23 @@ class PlacementClient:
         """``request("DELETE", ...)``."""
         return self.request("DELETE", template, **kw)
 
+    def _check_bounds(self, method: str, path: str) -> None:
+        """Refuse to start a try after SIGTERM or past the cycle's deadline."""
+        if self.abort.is_set():
+            raise PlacementUnavailable(
+                f"placement {method} {path}: not sent, the agent is stopping"
+            )
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise PlacementUnavailable(
+                f"placement {method} {path}: not sent, the cycle's deadline passed "
+                "([DEFAULT] cycle_timeout); the next cycle carries on"
+            )
+
+    def _out_of_time(self, _state: tenacity.RetryCallState) -> bool:
+        return self.abort.is_set() or (
+            self.deadline is not None and time.monotonic() >= self.deadline
+        )
+
     def total_requests(self) -> int:
         """Requests sent so far (each retry counts)."""
         with self._count_lock:
@@ -203,6 +225,7 @@ class PlacementClient:
             headers["OpenStack-API-Version"] = f"placement {microversion}"
 
         def once() -> Any:
+            self._check_bounds(method, path)
             with self._count_lock:
                 self.counts[(method, template)] += 1
             try:
@@ -217,7 +240,7 @@ class PlacementClient:
             except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.RequestTimeout) as exc:
                 with self._count_lock:
                     self.statuses[(method, "transport")] += 1
-                raise _Retry(0, type(exc).__name__) from exc
+                raise _Retry(0, f"{type(exc).__name__}: {_no_secrets(exc)}") from exc
             with self._count_lock:
                 self.statuses[(method, str(resp.status_code))] += 1
             if resp.status_code in RETRY_STATUSES:
@@ -226,8 +249,10 @@ class PlacementClient:
 
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception_type(_Retry),
-            stop=tenacity.stop_after_attempt(self.retries + 1),
+            stop=tenacity.stop_after_attempt(self.retries + 1) | self._out_of_time,
             wait=tenacity.wait_random_exponential(multiplier=0.25, max=self.retry_max_wait),
+            # A wait that SIGTERM ends at once (Event.wait measures monotonic time).
+            sleep=self.abort.wait,
             before_sleep=lambda state: LOG.warning(
                 "placement %s %s failed (%s); retrying", method, path, state.outcome.exception()
             ),
@@ -245,9 +270,22 @@ class PlacementClient:
                 f"no Placement endpoint found in the service catalog ({exc}); check "
                 "[placement] region_name, valid_interfaces or endpoint_override"
             ) from None
+        except ks_exc.Unauthorized:
+            raise PlacementUnavailable(
+                f"placement {method} {path}: Keystone refused the agent's credentials (401): "
+                "check [placement] auth_url, username, password, project_name and the "
+                "domain options"
+            ) from None
+        except ks_exc.DiscoveryFailure as exc:
+            raise PlacementUnavailable(
+                f"placement {method} {path}: Keystone could not be reached or read at "
+                f"[placement] auth_url ({_no_secrets(exc)}); check auth_url and the network"
+            ) from None
         except ks_exc.ClientException as exc:
-            # keystone authentication failures and the like; never log the token
-            raise PlacementUnavailable(f"placement {method} {path}: {type(exc).__name__}") from None
+            # other keystone failures; never log the token
+            raise PlacementUnavailable(
+                f"placement {method} {path}: {type(exc).__name__}: {_no_secrets(exc)}"
+            ) from None
         if resp.status_code >= 400:
             try:
                 body: Any = resp.json()
@@ -263,3 +301,9 @@ class PlacementClient:
                 f"placement {method} {path}: answered {resp.status_code} with a body that is "
                 "not JSON"
             ) from None
+
+
+def _no_secrets(exc: BaseException) -> str:
+    """The first line of an exception's text, cut short; keystoneauth's never carry secrets."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return text[:200]

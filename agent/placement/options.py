@@ -8,10 +8,19 @@ operators configure the agent the way they configure nova-compute.
 
 from __future__ import annotations
 
+import copy
+
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
 GROUP = "placement"
+
+REQUEST_TIMEOUT = 30.0
+"""Default of keystoneauth's ``[placement] timeout`` (seconds): keystoneauth has none.
+
+Without it a Placement (or a proxy in front of it) that accepts the
+connection and never answers holds the cycle, and SIGTERM, forever.
+"""
 
 AGENT_OPTS: list[cfg.Opt] = [
     cfg.BoolOpt(
@@ -50,7 +59,15 @@ def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
     when it loads the plugin, and some are required only for that plugin.
     """
     opts: list[cfg.Opt] = []
-    opts += ks_loading.get_session_conf_options()
+    for opt in ks_loading.get_session_conf_options():
+        if opt.dest == "timeout":
+            opt = copy.deepcopy(opt)
+            opt.default = REQUEST_TIMEOUT
+            opt.help = (
+                "Seconds to wait for Placement (and Keystone) to connect and to answer one "
+                "request; a request that times out is retried like a transport error."
+            )
+        opts.append(opt)
     opts += ks_loading.get_auth_common_conf_options()
     opts += ks_loading.get_adapter_conf_options(include_deprecated=False)
     opts += AGENT_OPTS

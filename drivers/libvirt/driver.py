@@ -114,6 +114,8 @@ class LibvirtDriver(SingleNodeDriver):
         self.unowned_project_id: str = opts.unowned_project_id
         self.unowned_user_id: str = opts.unowned_user_id
         self.warnings: list[str] = []
+        # UUIDs of domains listed but not readable by the last list_instances.
+        self._unreadable: set[str] = set()
         self.last: LibvirtHost | None = None
         self._warned: set[str] = set()
 
@@ -152,7 +154,18 @@ class LibvirtDriver(SingleNodeDriver):
         """
         self._check(nodename)
         self.warnings = []
+        self._unreadable = set()
         return self.read_instances(self.list_domains())
+
+    def unreadable_instances(self, nodename: str) -> set[str]:
+        """Domains the last :meth:`list_instances` listed but could not read.
+
+        Their XML could not be fetched (other than because the domain went
+        away) or parsed: such a domain still runs, so it is neither an
+        instance to write nor a gone one to clear (its allocation stays).
+        """
+        self._check(nodename)
+        return set(self._unreadable)
 
     # -- host -----------------------------------------------------------------------
 
@@ -351,15 +364,25 @@ class LibvirtDriver(SingleNodeDriver):
         for dom in domains:
             what = f"domain {dom.name()} ({dom.UUIDString()})"
             text = self._xml_desc(
-                "virDomainGetXMLDesc", dom.XMLDesc, what, libvirt.VIR_ERR_NO_DOMAIN, "not counted"
+                "virDomainGetXMLDesc",
+                dom.XMLDesc,
+                what,
+                libvirt.VIR_ERR_NO_DOMAIN,
+                "its allocation is left as it is until it can be read",
             )
             if text is None:
+                if self._domain_exists(dom):
+                    self._unreadable.add(dom.UUIDString())
                 continue
             try:
                 root = parse_xml(text, what)
                 ddef = domain_from_element(root, what)
             except LibvirtXMLError as exc:
-                self._warn(f"{exc}; not counted (virsh dumpxml {dom.UUIDString()})")
+                self._warn(
+                    f"{exc}; its allocation is left as it is until it can be read "
+                    f"(virsh dumpxml {dom.UUIDString()})"
+                )
+                self._unreadable.add(dom.UUIDString())
                 continue
             try:
                 meta = read_metadata(root, what)
@@ -370,6 +393,16 @@ class LibvirtDriver(SingleNodeDriver):
                 devices = self.read_node_devices(self.list_node_devices())
             out.append(self._instance(dom, ddef, meta, devices, what))
         return out
+
+    def _domain_exists(self, dom: libvirt.virDomain) -> bool:
+        """False when ``dom`` went away since it was listed (then it is gone, not unreadable)."""
+        try:
+            self.connection.call("virDomainGetInfo", dom.info)
+        except LibvirtConnectionError:
+            raise
+        except LibvirtCallError as exc:
+            return exc.code != libvirt.VIR_ERR_NO_DOMAIN
+        return True
 
     def _disk_gib(self, dom: libvirt.virDomain, target: str, what: str) -> int:
         try:

@@ -8,7 +8,13 @@ from dataclasses import replace
 import pytest
 
 from agent.exceptions import ConfigError
-from agent.layout import OWNER_TRAIT, LayoutPolicy, apply_layout, physnet_trait
+from agent.layout import (
+    OWNER_TRAIT,
+    LayoutPolicy,
+    apply_layout,
+    foreign_providers,
+    physnet_trait,
+)
 from agent.provider_tree import ProviderTree, child_uuid
 from drivers.records import (
     Gpu,
@@ -260,7 +266,8 @@ def test_foreign_child_is_never_changed_or_removed_nor_its_parent():
     # Someone else's provider under the name of the GPU's, with other inventory.
     gpu = tree.data("cn_pci_0000_af_00_0").uuid
     tree.remove(gpu)
-    squatter = tree.new_child("cn_pci_0000_af_00_0", "cn_NUMA0")
+    # (A UUID of its own: the one the agent derives for this name would make it ours.)
+    squatter = tree.new_child("cn_pci_0000_af_00_0", "cn_NUMA0", uuid=str(uuid.uuid4()))
     tree.update_inventory("cn_pci_0000_af_00_0", {"CUSTOM_X": {"total": 1}})
     # NUMA off: cells go away, except the one above the foreign provider.
     apply_layout(tree, host(), POLICY)
@@ -274,3 +281,15 @@ def test_foreign_child_is_never_changed_or_removed_nor_its_parent():
     ).parent_uuid
     # Our own providers did move: the PF is under the compute node now.
     assert tree.data("cn_pci_0000_3b_00_0").parent_uuid == ROOT
+
+
+def test_a_provider_with_the_derived_uuid_but_no_owner_trait_is_repaired():
+    """The agent died between POST /resource_providers and the trait write."""
+    tree = build(host(), POLICY)
+    gpu = tree.data("cn_pci_0000_af_00_0").uuid
+    tree.update_traits(gpu, [])
+    tree.update_inventory(gpu, {})
+    assert foreign_providers(tree, ROOT) == []
+    apply_layout(tree, host(), POLICY)
+    assert OWNER_TRAIT in tree.data(gpu).traits
+    assert "VGPU" in tree.data(gpu).inventory
