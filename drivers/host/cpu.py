@@ -14,6 +14,7 @@ Sources: ``/sys/devices/system/cpu/online`` and ``cpu*/topology/``
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ import os_traits
 from agent.exceptions import ConfigError
 from drivers.host.cpuset import format_cpu_set, parse_cpulist
 from drivers.host.sysfs import Root, SysfsError, SysfsReader, as_reader
+
+LOG = logging.getLogger("drivers.host")
 
 CPU_DIR = "sys/devices/system/cpu"
 CPUINFO = "proc/cpuinfo"
@@ -151,24 +154,61 @@ def cpuinfo_essentials(text: str) -> str:
 def read_topology(root: Root) -> CpuTopology:
     """Online CPUs and their sockets/cores/threads.
 
-    A CPU whose topology files are missing or garbled is warned about and left
-    out (not offered). When ``online`` itself cannot be read, the ``cpu*``
-    directories are listed instead.
+    ``online`` says which CPUs are online; the other ``cpu*`` directories are
+    offline CPUs (hot-unplugged, ``nosmt``, ``maxcpus=``): a fact of the host,
+    logged at INFO, never a warning. A CPU whose topology files are missing
+    or garbled is warned about and left out (not offered). When ``online``
+    cannot be used, each ``cpu*`` directory's own ``online`` file decides
+    (absent: the CPU cannot be taken offline, so it is online).
 
     Raises:
-        SysfsError: neither ``online`` nor any ``cpu*`` directory can be read.
+        SysfsError: no online CPU can be found at all.
     """
     reader = as_reader(root)
     try:
-        online = reader.parse(f"{CPU_DIR}/online", parse_cpulist)
+        present = frozenset(int(n[3:]) for n in reader.listdir(CPU_DIR, _CPU_RE) or ())
+    except SysfsError as exc:
+        reader.skip(exc, "the list of offline CPUs")
+        present = frozenset()
+    try:
+        online = reader.parse(f"{CPU_DIR}/online", _online_list)
         assert online is not None
     except SysfsError as exc:
-        reader.warn(f"{exc.path}: {exc.reason}; listing {reader.path(CPU_DIR)}/cpu* instead")
-        names = reader.listdir(CPU_DIR, _CPU_RE)
-        if not names:
-            raise SysfsError(reader.path(CPU_DIR), "no CPU directories") from None
-        online = frozenset(int(n[3:]) for n in names)
-    return _topology(reader, online)
+        reader.warn(
+            f"{exc.path}: {exc.reason}; each {reader.path(CPU_DIR)}/cpu*/online decides instead"
+        )
+        online = _online_by_cpu(reader, present)
+    offline = present - online
+    if offline:
+        LOG.info("CPUs %s are offline; not offered", format_cpu_set(offline))
+    topology = _topology(reader, online)
+    if not topology.online:
+        raise SysfsError(
+            reader.path(CPU_DIR),
+            "no online CPU could be read (is the root a sysfs tree holding "
+            "sys/devices/system/cpu?)",
+        )
+    return topology
+
+
+def _online_list(text: str) -> frozenset[int]:
+    cpus = parse_cpulist(text)
+    if not cpus:
+        raise ValueError("empty; a running host has at least one online CPU")
+    return cpus
+
+
+def _online_by_cpu(reader: SysfsReader, present: frozenset[int]) -> frozenset[int]:
+    online = set()
+    for cpu in sorted(present):
+        try:
+            flag = reader.optional_integer(f"{CPU_DIR}/cpu{cpu}/online")
+        except SysfsError as exc:
+            reader.skip(exc, f"CPU {cpu}")
+            continue
+        if flag is None or flag == 1:
+            online.add(cpu)
+    return frozenset(online)
 
 
 def _topology(reader: SysfsReader, online: frozenset[int]) -> CpuTopology:

@@ -48,7 +48,7 @@ from drivers.libvirt.nodedev import (
 )
 from drivers.libvirt.options import GROUP
 from drivers.libvirt.xmlutil import LibvirtXMLError, parse_xml
-from drivers.records import Flavor, HostResources, Instance, NumaCell
+from drivers.records import Flavor, HostResources, Instance, NumaCell, cells_mib
 
 LOG = logging.getLogger(__name__)
 GIB = 1024**3
@@ -168,10 +168,13 @@ class LibvirtDriver(SingleNodeDriver):
         else:
             text = self.connection.call("virConnectGetCapabilities", conn.getCapabilities)
         try:
-            return parse_capabilities(text)
+            caps = parse_capabilities(text)
         except LibvirtXMLError as exc:
             self._warn(f"{exc}; reporting without NUMA cells and CPU feature traits")
             return HostCapabilities(arch="")
+        for line in caps.warnings:
+            self._warn(line)
+        return caps
 
     def _cpu_features(self, conn: libvirt.virConnect, caps: HostCapabilities) -> frozenset[str]:
         if not caps.model:
@@ -237,10 +240,12 @@ class LibvirtDriver(SingleNodeDriver):
                     id=c.id,
                     vcpus=len(c.cpus & vcpu_ids),
                     pcpus=len(c.cpus & pcpu_ids),
-                    memory_mb=c.memory_kib // 1024,
+                    memory_mb=mib,
                     hugepages=c.pages,
                 )
-                for c in caps.cells
+                for c, mib in zip(
+                    caps.cells, cells_mib([c.memory_kib for c in caps.cells]), strict=True
+                )
             ),
             pci_devices=discover_passthrough(devices.functions, self.settings.specs, gpu_addresses),
             sriov_pfs=discover_sriov(devices.functions, self.settings.specs, gpu_addresses),
