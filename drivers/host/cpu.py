@@ -158,8 +158,9 @@ def read_topology(root: Root) -> CpuTopology:
     offline CPUs (hot-unplugged, ``nosmt``, ``maxcpus=``): a fact of the host,
     logged at INFO, never a warning. A CPU whose topology files are missing
     or garbled is warned about and left out (not offered). When ``online``
-    cannot be used, each ``cpu*`` directory's own ``online`` file decides
-    (absent: the CPU cannot be taken offline, so it is online).
+    cannot be used, the CPUs in ``offline`` are offline and each other
+    ``cpu*`` directory's own ``online`` file decides (absent: the CPU cannot
+    be taken offline, so it is online).
 
     Raises:
         SysfsError: no online CPU can be found at all.
@@ -199,8 +200,13 @@ def _online_list(text: str) -> frozenset[int]:
 
 
 def _online_by_cpu(reader: SysfsReader, present: frozenset[int]) -> frozenset[int]:
+    try:
+        offline = reader.parse(f"{CPU_DIR}/offline", parse_cpulist, optional=True) or frozenset()
+    except SysfsError as exc:
+        reader.skip(exc, "the list of offline CPUs")
+        offline = frozenset()
     online = set()
-    for cpu in sorted(present):
+    for cpu in sorted(present - offline):
         try:
             flag = reader.optional_integer(f"{CPU_DIR}/cpu{cpu}/online")
         except SysfsError as exc:

@@ -159,12 +159,14 @@ class LibvirtDriver(SingleNodeDriver):
     def _capabilities(self, conn: libvirt.virConnect) -> HostCapabilities:
         if self.capabilities_file:
             try:
-                with open(self.capabilities_file, encoding="utf-8") as f:
-                    text = f.read()
+                with open(self.capabilities_file, "rb") as f:
+                    data = f.read()
             except OSError as exc:
                 raise ConfigError(
                     f"[{GROUP}] capabilities_file {self.capabilities_file}: {exc.strerror}"
                 ) from None
+            # Not text is as unusable as unparsable: the same warning, not a traceback.
+            text = data.decode("utf-8", errors="replace")
         else:
             text = self.connection.call("virConnectGetCapabilities", conn.getCapabilities)
         try:
@@ -267,12 +269,14 @@ class LibvirtDriver(SingleNodeDriver):
         """Read and parse each listed device.
 
         A device that vanished since the listing (``VIR_ERR_NO_NODE_DEVICE``),
-        whose XML cannot be read or parsed, is warned about by name and left out.
+        whose XML cannot be read or parsed, is warned about by name and left
+        out; the VFs of such a PF go with it without a warning each.
 
         Raises:
             LibvirtConnectionError: the connection was lost meanwhile.
         """
         parsed: list[NodeDevice] = []
+        left_out: set[str] = set()
         for dev in listed:
             name = dev.name()
             text = self._xml_desc(
@@ -283,11 +287,13 @@ class LibvirtDriver(SingleNodeDriver):
                 "left out",
             )
             if text is None:
+                left_out.add(name)
                 continue
             try:
                 device = parse_node_device(text, name)
             except LibvirtXMLError as exc:
                 self._warn(f"{exc}; left out (libvirt's XML for it: virsh nodedev-dumpxml {name})")
+                left_out.add(name)
                 continue
             if isinstance(device, MdevNodeDevice) and not self._active(dev):
                 self._warn(
@@ -297,7 +303,7 @@ class LibvirtDriver(SingleNodeDriver):
                 continue
             if device is not None:
                 parsed.append(device)
-        return assemble(parsed, self._warn)
+        return assemble(parsed, self._warn, frozenset(left_out))
 
     def _xml_desc(
         self, call: str, xml_desc: Callable[[int], str], what: str, vanished: int, fate: str

@@ -261,12 +261,24 @@ class HostDevices:
         return tuple(out)
 
 
-def assemble(devices: Iterable[NodeDevice], warn: Callable[[str], None]) -> HostDevices:
+def _device_name(address: str) -> str:
+    """libvirt's name of the PCI node device at ``address``: ``pci_dddd_bb_ss_f``."""
+    return "pci_" + address.replace(":", "_").replace(".", "_")
+
+
+def assemble(
+    devices: Iterable[NodeDevice],
+    warn: Callable[[str], None],
+    left_out: frozenset[str] = frozenset(),
+) -> HostDevices:
     """Put parsed node devices together: interfaces onto functions, mdevs onto GPUs.
 
     Args:
         devices: parsed devices (any order).
         warn: called with one line per device left out.
+        left_out: names of listed devices already warned about and left out;
+            their VFs and mdevs are left out silently (one bad document costs
+            one warning).
 
     Returns:
         :class:`HostDevices`. An mdev whose parent is not a PCI device, and
@@ -285,6 +297,8 @@ def assemble(devices: Iterable[NodeDevice], warn: Callable[[str], None]) -> Host
             netdev_to_pci[d.interface] = address
         elif isinstance(d, MdevNodeDevice):
             parent = pcis.get(d.parent)
+            if parent is None and d.parent in left_out:
+                continue
             if parent is None:
                 warn(
                     f"node device {d.name}: parent {d.parent!r} is not a PCI device; mdev left out"
@@ -295,7 +309,8 @@ def assemble(devices: Iterable[NodeDevice], warn: Callable[[str], None]) -> Host
     for address, d in by_address.items():
         fn = d.function
         if fn.physfn and fn.physfn not in by_address:
-            warn(f"node device {d.name}: its PF {fn.physfn} was not read; VF left out")
+            if _device_name(fn.physfn) not in left_out:
+                warn(f"node device {d.name}: its PF {fn.physfn} was not read; VF left out")
             continue
         if address in netdevs:
             fn = replace(fn, netdevs=tuple(sorted(netdevs[address])))
