@@ -64,7 +64,7 @@ class CpuTopology:
     Attributes:
         online: online CPU numbers whose topology could be read.
         sockets: distinct ``physical_package_id`` values.
-        cores: distinct (package, ``core_id``) pairs.
+        cores: distinct (package, ``die_id``, ``core_id``) triples.
         threads_per_core: the most online CPUs sharing one core.
     """
 
@@ -219,20 +219,24 @@ def _online_by_cpu(reader: SysfsReader, present: frozenset[int]) -> frozenset[in
 
 def _topology(reader: SysfsReader, online: frozenset[int]) -> CpuTopology:
     kept: set[int] = set()
-    cores: dict[tuple[int, int], int] = {}
+    cores: dict[tuple[int, int, int], int] = {}
     for cpu in sorted(online):
         base = f"{CPU_DIR}/cpu{cpu}/topology"
         try:
             package = reader.integer(f"{base}/physical_package_id")
+            # core_id repeats in each die of a multi-die package (kernel
+            # cputopology.rst: die_id, Linux 5.3+); absent means one die.
+            die = reader.optional_integer(f"{base}/die_id") or 0
             core = reader.integer(f"{base}/core_id")
         except SysfsError as exc:
             reader.skip(exc, f"CPU {cpu}")
             continue
         kept.add(cpu)
-        cores[(package, core)] = cores.get((package, core), 0) + 1
+        key = (package, die, core)
+        cores[key] = cores.get(key, 0) + 1
     return CpuTopology(
         online=frozenset(kept),
-        sockets=len({p for p, _ in cores}),
+        sockets=len({p for p, _, _ in cores}),
         cores=len(cores),
         threads_per_core=max(cores.values(), default=0),
     )

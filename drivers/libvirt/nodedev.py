@@ -197,7 +197,9 @@ def parse_node_device(text: str, name: str = "") -> NodeDevice | None:
             or garbled field; the message names the device.
     """
     root = parse_xml(text, f"node device {name}")
-    name = (root.findtext("name") or name).strip()
+    # The name libvirt listed it under wins: it is what virsh needs, and a
+    # garbled document must not rename the device in the warning.
+    name = name or (root.findtext("name") or "").strip()
     what = f"node device {name}"
     if root.tag != "device":
         raise LibvirtXMLError(what, f"<{root.tag}> is not a <device>")

@@ -100,12 +100,12 @@ def build(host: Host, dest: Path) -> Path:
 # -- sysfs ---------------------------------------------------------------------
 
 
-def _cpu_triples(text: str) -> list[tuple[int, int, int]]:
-    """``"0/0/0 1/0/1"`` (cpu/package/core per online CPU) as triples."""
+def _cpu_tokens(text: str) -> list[tuple[int, int, int, int | None]]:
+    """``"0/0/0 1/0/1/2"``: cpu/package/core[/die] per online CPU."""
     out = []
     for token in str(text).split():
-        cpu, package, core = (int(x) for x in token.split("/"))
-        out.append((cpu, package, core))
+        parts = [int(x) for x in token.split("/")]
+        out.append((parts[0], parts[1], parts[2], parts[3] if len(parts) > 3 else None))
     return out
 
 
@@ -137,8 +137,9 @@ def _build_sysfs(data: dict[str, Any], root: Path) -> Path:
         (n["id"], sorted(parse_cpulist(str(n.get("cpus", "")))), n.get("memtotal_kb") or 0, {})
         for n in data.get("numa") or ()
     ]
+    tokens = _cpu_tokens(data["cpus"])
     host = FakeHost(
-        cpus=_cpu_triples(data["cpus"]),
+        cpus=[(cpu, package, core) for cpu, package, core, _ in tokens],
         numa=numa,
         memtotal_kb=data["memtotal_kb"],
         hugepages={int(k): v for k, v in (data.get("hugepages") or {}).items()},
@@ -149,6 +150,9 @@ def _build_sysfs(data: dict[str, Any], root: Path) -> Path:
     )
     write_sysfs(root, host)
     cpu_dir = root / "sys/devices/system/cpu"
+    for cpu, _, _, die in tokens:
+        if die is not None:
+            (cpu_dir / f"cpu{cpu}/topology/die_id").write_text(f"{die}\n")
     offline = parse_cpulist(str(data.get("offline", "")))
     for cpu in sorted(offline):
         # The kernel keeps an offline CPU's directory and drops its topology.
@@ -262,7 +266,8 @@ def _mdev_device(node: ET.Element, mdev: dict[str, Any]) -> None:
     _sub(elem, "parent", device_name(mdev["parent"]))
     cap = _sub(elem, "capability", type="mdev")
     _sub(cap, "type", id=mdev["type"])
-    _sub(cap, "uuid", mdev["uuid"])
+    if mdev.get("uuid_element", True):  # libvirt before 7.3 wrote none
+        _sub(cap, "uuid", mdev["uuid"])
     if mdev.get("iommu_group") is not None:
         _sub(cap, "iommuGroup", number=mdev["iommu_group"])
 
