@@ -119,7 +119,7 @@ def _cpulist(text: str) -> frozenset[int]:
     return frozenset(out)
 
 
-def _cell(elem: ET.Element, base_page_kib: int, old_format: bool) -> CapsCell:
+def _cell(elem: ET.Element, base_page_kib: int, old_format: bool, notes: list[str]) -> CapsCell:
     cid = to_int(elem.get("id"), _WHAT, "cell id")
     what = f"{_WHAT}: cell {cid}"
     mem = elem.find("memory")
@@ -144,6 +144,9 @@ def _cell(elem: ET.Element, base_page_kib: int, old_format: bool) -> CapsCell:
     online, offline, siblings = set(), set(), 1
     for c in elem.findall("cpus/cpu"):
         cpu = to_int(c.get("id"), what, "cpu id")
+        if cpu in online or cpu in offline:
+            notes.append(f"{what}: cpu {cpu} is listed more than once; counted once")
+            continue
         if c.get("socket_id") is None and not old_format:
             offline.add(cpu)
             continue
@@ -170,7 +173,8 @@ def parse_capabilities(text: str) -> HostCapabilities:
         :class:`HostCapabilities`; cells sorted by id (none when the document
         lists none, as libvirt's test driver does). A cell with a garbled
         value (memory, page counts, CPU ids) or a repeated id is left out
-        and named in ``warnings``.
+        and named in ``warnings``; a CPU a cell lists twice is counted once,
+        with a warning.
 
     Raises:
         LibvirtXMLError: unparsable, no ``<host>``, or a garbled host CPU
@@ -200,11 +204,13 @@ def parse_capabilities(text: str) -> HostCapabilities:
     cells: dict[int, CapsCell] = {}
     warnings = []
     for elem in elems:
+        notes: list[str] = []
         try:
-            cell = _cell(elem, base, old_format)
+            cell = _cell(elem, base, old_format, notes)
         except LibvirtXMLError as exc:
             warnings.append(f"{exc}; NUMA cell left out")
             continue
+        warnings.extend(dict.fromkeys(notes))
         if cell.id in cells:
             warnings.append(f"{_WHAT}: cell {cell.id} listed twice; the second is left out")
             continue

@@ -15,6 +15,7 @@ module writes what the drivers read:
 
 from __future__ import annotations
 
+import os
 import shutil
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -171,6 +172,10 @@ def _build_sysfs(data: dict[str, Any], root: Path) -> Path:
             pool = node / f"hugepages/hugepages-{size}kB"
             pool.mkdir(parents=True, exist_ok=True)
             (pool / "nr_hugepages").write_text(f"{count}\n")
+    for rel, target in (data.get("links") or {}).items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, path)
     for rel, content in (data.get("files") or {}).items():
         path = root / rel
         if content is None:
