@@ -45,6 +45,7 @@ from drivers.libvirt.xmlutil import LibvirtXMLError
 from drivers.records import HostResources
 from tests.corpus.build import Host, build, load_hosts
 from tests.corpus.golden import DEFAULT_SPECS, dumps, mdev_type_ids, observe, write_conf
+from tests.corpus.regen import README, with_table
 
 HOSTS = load_hosts()
 SYSFS_HOSTS = [h for h in HOSTS if h.kind in ("sysfs", "capture")]
@@ -67,6 +68,8 @@ def test_the_corpus_is_large_and_every_host_has_a_golden_file():
         if h.kind != "capture":
             source = h.data.get("source") or {}
             assert {"project", "path", "commit", "licence"} <= set(source), h.name
+    readme = README.read_text(encoding="utf-8")
+    assert with_table(readme) == readme, f"README.md's table is stale: run {REGEN} --readme"
 
 
 @pytest.mark.parametrize("host", HOSTS, ids=_ids(HOSTS))
