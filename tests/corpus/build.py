@@ -248,6 +248,8 @@ def _pci_device(node: ET.Element, dev: dict[str, Any]) -> None:
                 _sub(t, "name", name)
             _sub(t, "deviceAPI", api)
             _sub(t, "availableInstances", available)
+    for kind in dev.get("extra_caps") or ():  # e.g. pci-bridge, which the drivers ignore
+        _sub(cap, "capability", type=kind)
     if dev.get("vpd"):
         vpd = _sub(cap, "capability", type="vpd")
         _sub(vpd, "name", dev["vpd"]["name"])

@@ -173,8 +173,11 @@ def test_capture_then_discover_gives_the_same_records(host, tmp_path):
 
 # -- fuzzing: one file at a time ---------------------------------------------------
 
-FILES_PER_HOST = 4
-"""Files (or links) mutated per sysfs host: a deterministic sample, so the suite stays short."""
+FILES_PER_HOST = 6
+"""Files (or links) mutated per sysfs host besides :data:`ALWAYS`: a deterministic
+sample (seeded by the host's name), so the suite stays short."""
+ALWAYS = ("proc/cpuinfo", "proc/meminfo", "sys/devices/system/cpu/online")
+"""Files every host's fuzzing covers: the CPU features, the memory, the online CPUs."""
 
 
 def _garble(path: Path) -> None:
@@ -242,7 +245,10 @@ def _sample(host: Host, root: Path) -> list[str]:
     paths = sorted(
         str(p.relative_to(root)) for p in root.rglob("*") if p.is_symlink() or p.is_file()
     )
-    return sorted(random.Random(host.name).sample(paths, min(FILES_PER_HOST, len(paths))))
+    always = [p for p in ALWAYS if p in paths]
+    rest = [p for p in paths if p not in always]
+    picked = random.Random(host.name).sample(rest, min(FILES_PER_HOST, len(rest)))
+    return always + sorted(picked)
 
 
 def _device_records(res: HostResources) -> dict[str, Any]:
@@ -292,6 +298,13 @@ def test_one_bad_sysfs_file_costs_at_most_one_warning(host, tmp_path):
                     # The host itself cannot be read: exit 2 with one line naming a path.
                     assert "\n" not in str(exc) and str(root) in str(exc), (rel, kind, exc)
                     continue
+                # The mutated host, captured, replays to the same records.
+                cap = tmp_path / f"cap-{rel.replace('/', '_')}-{kind}"
+                capture(settings, cap)
+                replay = discover_host(replace(settings, sysfs_root=str(cap)))
+                assert replay.resources == got.resources, (rel, kind)
+                assert replay.functions == got.functions, (rel, kind)
+                shutil.rmtree(cap)
             new = set(got.warnings) - before
             assert len(new) <= 1, (rel, kind, new)
             assert all(str(path) in w for w in new), (rel, kind, new)
@@ -395,3 +408,25 @@ def test_one_bad_libvirt_document_costs_at_most_one_warning(host, tmp_path):
         new = set(driver.warnings) - before
         assert len(new) <= 1 and all("capabilities" in w for w in new), (kind, new)
         assert _device_records(res) == _device_records(whole), kind
+
+
+def test_adding_a_capture_writes_its_golden_file(tmp_path, monkeypatch, capsys):
+    from tests.corpus import build as build_module
+    from tests.corpus import regen
+
+    host = next(h for h in SYSFS_HOSTS if h.name == "sysfs-nova-i350-pf-four-vfs")
+    root = build(host, tmp_path / "machine")
+    capture(_settings(host, root, tmp_path), tmp_path / "cap")
+    for module in (build_module, regen):
+        monkeypatch.setattr(module, "CAPTURES", tmp_path / "captures")
+        monkeypatch.setattr(module, "EXPECTED", tmp_path / "expected")
+    monkeypatch.setattr(build_module, "HOSTS", tmp_path / "hosts")
+    (tmp_path / "captures").mkdir()
+    (tmp_path / "hosts").mkdir()
+    assert regen.main(["--add", str(tmp_path / "cap"), "mine"]) == 0
+    assert "+++ b/mine.json" in capsys.readouterr().out
+    golden = json.loads((tmp_path / "expected/mine.json").read_text())
+    # The capture carries no [pci] config: the default spec offers the PF's VFs.
+    assert golden["providers"]["cn1_pci_0000_04_00_3"]["inventories"]["SRIOV_NET_VF"]["total"] == 4
+    assert regen.main(["--check"]) == 0
+    assert regen.main(["--add", str(tmp_path / "cap"), "mine"]) == 2
