@@ -40,7 +40,8 @@ def provenance_table() -> str:
     ]
     for host in load_hosts():
         source = host.data.get("source") or {}
-        summary = " ".join(str(host.data.get("summary", "")).split())
+        # "<memory>" in a summary would be read as HTML by Markdown.
+        summary = " ".join(str(host.data.get("summary", "")).split()).replace("<", "&lt;")
         path = " ".join(str(source.get("path", "")).split())
         rows.append(
             f"| {host.name} | {host.kind} | {summary} | {source.get('project', 'capture')} "
