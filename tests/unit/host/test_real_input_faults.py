@@ -12,8 +12,10 @@ import pytest
 from agent import cli
 from drivers.host.capture import capture
 from drivers.host.discovery import discover_host
+from drivers.host.disk import mounts_essentials, parse_mounts
 from drivers.host.settings import HostSettings
 from drivers.host.synthetic import FakeHost, FakePci, two_socket_cpus, write_sysfs
+from drivers.records import cells_mib
 
 
 def _settings(root: Path, tmp_path: Path) -> HostSettings:
@@ -136,3 +138,36 @@ def test_an_offline_cpu_is_a_fact_not_a_warning(tmp_path, caplog, online_file):
         if r.levelno >= logging.WARNING and ("cpu3" in r.getMessage() or "CPU 3" in r.getMessage())
     ]
     assert any(r.levelno == logging.INFO and "offline" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("kib", "mib"),
+    [
+        ([1024 * 1000 + 1023, 1024 * 2000 + 1023], [1000, 2001]),
+        ([1023, 1023, 1023, 1023], [0, 1, 1, 1]),
+        ([2048, 0, 1024], [2, 0, 1]),
+        ([], []),
+    ],
+)
+def test_cells_mib_sum_to_the_total_and_stay_within_one_mib(kib, mib):
+    got = list(cells_mib(kib))
+    assert got == mib
+    assert sum(got) == sum(kib) // 1024
+    assert all(abs(m * 1024 - k) < 1024 * 2 for m, k in zip(got, kib, strict=True))
+
+
+def test_mount_table_capture_keeps_a_garbled_line_garbled():
+    text = "/dev/sda1 / ext4 rw,relatime 0 0\nnfs-server:/export\n"
+    kept = mounts_essentials(text)
+    assert "nfs-server:/export" in kept and "relatime" not in kept
+    with pytest.raises(ValueError):
+        parse_mounts(kept)
+
+
+def test_a_die_repeating_core_ids_is_not_hyperthreading(tmp_path):
+    root = write_sysfs(tmp_path / "h", FakeHost(cpus=[(0, 0, 0), (1, 0, 0)]))
+    for cpu, die in ((0, 0), (1, 1)):
+        (root / f"sys/devices/system/cpu/cpu{cpu}/topology/die_id").write_text(f"{die}\n")
+    d = discover_host(_settings(root, tmp_path))
+    assert d.cpu.topology.cores == 2 and d.cpu.topology.threads_per_core == 1
+    assert "HW_CPU_HYPERTHREADING" not in d.resources.traits
