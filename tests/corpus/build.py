@@ -111,7 +111,7 @@ def _cpu_tokens(text: str) -> list[tuple[int, int, int, int | None]]:
 
 
 def _pci(entry: dict[str, Any]) -> FakePci:
-    fn = FakePci(
+    return FakePci(
         address=entry["address"],
         vendor=entry["vendor"],
         device=entry["device"],
@@ -129,7 +129,6 @@ def _pci(entry: dict[str, Any]) -> FakePci:
         mdev_types={k: tuple(v) for k, v in (entry.get("mdev_types") or {}).items()},
         mdevs=[tuple(m) for m in entry.get("mdevs") or ()],
     )
-    return fn
 
 
 def _build_sysfs(data: dict[str, Any], root: Path) -> Path:
