@@ -209,6 +209,10 @@ def _retarget(path: Path) -> None:
     os.symlink("../nowhere/not-a-name!", path)
 
 
+CAPTURED = frozenset({"garbled", "unreadable", "directory"})
+"""Mutations whose host is also captured and replayed: those a capture must carry
+as something other than plain text (truncated and emptied files are plain text)."""
+
 FILE_MUTATIONS: dict[str, Callable[[Path], None]] = {
     "truncated": _truncate,
     "emptied": _empty,
@@ -299,13 +303,13 @@ def test_one_bad_sysfs_file_costs_at_most_one_warning(host, tmp_path):
                     # The host itself cannot be read: exit 2 with one line naming a path.
                     assert "\n" not in str(exc) and str(root) in str(exc), (rel, kind, exc)
                     continue
-                # The mutated host, captured, replays to the same records.
-                cap = tmp_path / f"cap-{rel.replace('/', '_')}-{kind}"
-                capture(settings, cap)
-                replay = discover_host(replace(settings, sysfs_root=str(cap)))
-                assert replay.resources == got.resources, (rel, kind)
-                assert replay.functions == got.functions, (rel, kind)
-                shutil.rmtree(cap)
+                if kind in CAPTURED:
+                    # The mutated host, captured, replays to the same records.
+                    cap = tmp_path / f"cap-{rel.replace('/', '_')}-{kind}"
+                    capture(settings, cap)
+                    replay = discover_host(replace(settings, sysfs_root=str(cap)))
+                    assert replay.resources == got.resources, (rel, kind)
+                    assert replay.functions == got.functions, (rel, kind)
             new = set(got.warnings) - before
             assert len(new) <= 1, (rel, kind, new)
             assert all(str(path) in w for w in new), (rel, kind, new)
