@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test lint bench clean sample-config
+.PHONY: install run test lint bench clean sample-config corpus
 
 install: $(STAMP)
 
@@ -37,6 +37,12 @@ lint: install
 # The example configuration, generated from the options in the code (a test checks it is current).
 sample-config: install
 	$(BIN)/oslo-config-generator --config-file systemd/compute-agent-config-generator.conf
+
+# The corpus of public host descriptions (tests/corpus/README.md): write every golden
+# file again and print what changed; review the diff before committing it.
+corpus: install
+	$(BIN)/python -m tests.corpus.regen
+	$(BIN)/python -m tests.corpus.regen --readme
 
 # Benchmarks print figures; they are not timed tests.
 bench: install

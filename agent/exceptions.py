@@ -74,10 +74,10 @@ class ProviderConflict(AgentError, ValueError):
 
 
 class HostDescriptionError(AgentError):
-    """A fake host description file is malformed.
+    """A host description is malformed: a fake host file, or a sysfs tree.
 
     The message is one line: the file, the place in it (``nodes[0].gpus[1]``)
-    and what is wrong.
+    and what is wrong. The commands exit 2 on it (bad input).
     """
 
     def __init__(self, path: str, where: str, reason: str) -> None:

@@ -12,7 +12,7 @@ CPUs and devices as counts.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -66,6 +66,32 @@ def vf_addresses(pf_address: str, count: int, offset: int, stride: int) -> tuple
                 f"VF {i} of {pf_address} falls beyond bus ff (offset/stride too large)"
             )
         out.append(f"{domain}:{rid >> 8:02x}:{(rid >> 3) & 0x1F:02x}.{rid & 7}")
+    return tuple(out)
+
+
+def cells_mib(kib: Sequence[int]) -> tuple[int, ...]:
+    """Whole MiB per NUMA cell from KiB per cell, summing to ``sum(kib) // 1024``.
+
+    Rounding each cell down on its own loses up to 1 MiB per cell, so the
+    cells' MEMORY_MB would sum to less than the host's (``MemTotal // 1024``,
+    which the flat layout reports) though the cells' KiB add up to
+    MemTotal. Each cell gets instead the whole MiB reached by the running
+    total minus those reached before it (largest-remainder style, in cell
+    order), which keeps every cell within 1 MiB of its exact size.
+
+    Args:
+        kib: memory of each cell, KiB, in cell order.
+
+    Returns:
+        MiB of each cell, same order.
+    """
+    out = []
+    before = 0
+    running = 0
+    for k in kib:
+        running += k
+        out.append(running // 1024 - before)
+        before = running // 1024
     return tuple(out)
 
 

@@ -10,6 +10,12 @@ options dropped).
 Links are written relative and resolvable inside the capture (a PF's
 ``virtfn3`` points at ``../<vf address>``, ``driver`` at
 ``../../drivers/<name>``), since discovery reads only the link's name.
+
+What could not be read is carried too, so that the capture fails where the
+original failed: bytes that are not text are copied as they are, a directory
+standing where a file or link was expected is written as a directory, a file
+where a link was expected as a file, and anything else unreadable as a
+symlink to itself (which no one can read, root included).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from drivers.host.cpu import CPUINFO, cpuinfo_essentials
 from drivers.host.discovery import Discovery, discover_host
 from drivers.host.disk import MOUNTS, mounts_essentials
 from drivers.host.settings import HostSettings
-from drivers.host.sysfs import Recorder, SysfsReader
+from drivers.host.sysfs import BROKEN_DIR, BROKEN_FILE, Recorder, SysfsReader
 
 SANITIZERS: dict[str, Callable[[str], str]] = {
     CPUINFO: cpuinfo_essentials,
@@ -66,28 +72,51 @@ class CaptureResult:
     discovery: Discovery
 
 
-def _link_target(rel: str, raw: str, recorder: Recorder) -> tuple[str, str]:
+def _link_target(rel: str, raw: str) -> tuple[str, str]:
     """``(target to write, directory to create)`` for a recorded link."""
-    name = [p for p in raw.split("/") if p][-1]
+    parts = [p for p in raw.split("/") if p]
+    if not parts:
+        return raw, ""  # "/" or "": discovery finds no name in it either way
+    name = parts[-1]
     for pattern, rule in _LINK_RULES:
         m = pattern.fullmatch(rel)
         if m:
             return rule(m, name)
-    if rel.startswith("sys/bus/mdev/devices/"):
+    if rel.startswith("sys/bus/mdev/devices/") and len(parts) >= 2:
         # An mdev's link names its parent device then itself.
-        parent = [p for p in raw.split("/") if p][-2]
+        parent = parts[-2]
         return f"../../../class/mdev_bus/{parent}/{name}", f"sys/class/mdev_bus/{parent}/{name}"
     return raw, ""
 
 
+def _write_broken(path: Path, kind: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == BROKEN_DIR:
+        path.mkdir(exist_ok=True)
+    elif kind == BROKEN_FILE:
+        path.write_bytes(b"")
+    else:
+        os.symlink(path.name, path)  # ELOOP on open and listdir
+
+
 def write_capture(recorder: Recorder, dest: Path) -> tuple[int, int]:
-    """Write what ``recorder`` holds below ``dest``; returns ``(files, links)``."""
+    """Write what ``recorder`` holds below ``dest``; returns ``(files, links)``.
+
+    Raises:
+        OSError: ``dest`` cannot be written.
+    """
     for rel, text in sorted(recorder.files.items()):
         path = dest / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(SANITIZERS.get(rel, lambda t: t)(text), encoding="utf-8")
+    for rel, data in sorted(recorder.blobs.items()):
+        path = dest / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    for rel, kind in sorted(recorder.broken.items()):
+        _write_broken(dest / rel, kind)
     for rel, raw in sorted(recorder.links.items()):
-        target, make = _link_target(rel, raw, recorder)
+        target, make = _link_target(rel, raw)
         if make:
             (dest / make).mkdir(parents=True, exist_ok=True)
         path = dest / rel
@@ -96,9 +125,13 @@ def write_capture(recorder: Recorder, dest: Path) -> tuple[int, int]:
     for rel, names in sorted(recorder.dirs.items()):
         for name in names:
             entry = f"{rel}/{name}"
-            if entry not in recorder.links and not os.path.lexists(dest / entry):
+            if (
+                entry not in recorder.links
+                and entry not in recorder.broken
+                and not os.path.lexists(dest / entry)
+            ):
                 (dest / entry).mkdir(parents=True, exist_ok=True)
-    return len(recorder.files), len(recorder.links)
+    return len(recorder.files) + len(recorder.blobs), len(recorder.links)
 
 
 def capture(settings: HostSettings, dest: str | os.PathLike[str]) -> CaptureResult:

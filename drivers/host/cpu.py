@@ -14,6 +14,7 @@ Sources: ``/sys/devices/system/cpu/online`` and ``cpu*/topology/``
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ import os_traits
 from agent.exceptions import ConfigError
 from drivers.host.cpuset import format_cpu_set, parse_cpulist
 from drivers.host.sysfs import Root, SysfsError, SysfsReader, as_reader
+
+LOG = logging.getLogger("drivers.host")
 
 CPU_DIR = "sys/devices/system/cpu"
 CPUINFO = "proc/cpuinfo"
@@ -61,7 +64,7 @@ class CpuTopology:
     Attributes:
         online: online CPU numbers whose topology could be read.
         sockets: distinct ``physical_package_id`` values.
-        cores: distinct (package, ``core_id``) pairs.
+        cores: distinct (package, ``die_id``, ``core_id``) triples.
         threads_per_core: the most online CPUs sharing one core.
     """
 
@@ -151,42 +154,89 @@ def cpuinfo_essentials(text: str) -> str:
 def read_topology(root: Root) -> CpuTopology:
     """Online CPUs and their sockets/cores/threads.
 
-    A CPU whose topology files are missing or garbled is warned about and left
-    out (not offered). When ``online`` itself cannot be read, the ``cpu*``
-    directories are listed instead.
+    ``online`` says which CPUs are online; the other ``cpu*`` directories are
+    offline CPUs (hot-unplugged, ``nosmt``, ``maxcpus=``): a fact of the host,
+    logged at INFO, never a warning. A CPU whose topology files are missing
+    or garbled is warned about and left out (not offered). When ``online``
+    cannot be used, the CPUs in ``offline`` are offline and each other
+    ``cpu*`` directory's own ``online`` file decides (absent: the CPU cannot
+    be taken offline, so it is online).
 
     Raises:
-        SysfsError: neither ``online`` nor any ``cpu*`` directory can be read.
+        SysfsError: no online CPU can be found at all.
     """
     reader = as_reader(root)
     try:
-        online = reader.parse(f"{CPU_DIR}/online", parse_cpulist)
+        present = frozenset(int(n[3:]) for n in reader.listdir(CPU_DIR, _CPU_RE) or ())
+    except SysfsError as exc:
+        reader.skip(exc, "the list of offline CPUs")
+        present = frozenset()
+    try:
+        online = reader.parse(f"{CPU_DIR}/online", _online_list)
         assert online is not None
     except SysfsError as exc:
-        reader.warn(f"{exc.path}: {exc.reason}; listing {reader.path(CPU_DIR)}/cpu* instead")
-        names = reader.listdir(CPU_DIR, _CPU_RE)
-        if not names:
-            raise SysfsError(reader.path(CPU_DIR), "no CPU directories") from None
-        online = frozenset(int(n[3:]) for n in names)
-    return _topology(reader, online)
+        reader.warn(
+            f"{exc.path}: {exc.reason}; each {reader.path(CPU_DIR)}/cpu*/online decides instead"
+        )
+        online = _online_by_cpu(reader, present)
+    offline = present - online
+    if offline:
+        LOG.info("CPUs %s are offline; not offered", format_cpu_set(offline))
+    topology = _topology(reader, online)
+    if not topology.online:
+        raise SysfsError(
+            reader.path(CPU_DIR),
+            "no online CPU could be read (is the root a sysfs tree holding "
+            "sys/devices/system/cpu?)",
+        )
+    return topology
+
+
+def _online_list(text: str) -> frozenset[int]:
+    cpus = parse_cpulist(text)
+    if not cpus:
+        raise ValueError("empty; a running host has at least one online CPU")
+    return cpus
+
+
+def _online_by_cpu(reader: SysfsReader, present: frozenset[int]) -> frozenset[int]:
+    try:
+        offline = reader.parse(f"{CPU_DIR}/offline", parse_cpulist, optional=True) or frozenset()
+    except SysfsError as exc:
+        reader.skip(exc, "the list of offline CPUs")
+        offline = frozenset()
+    online = set()
+    for cpu in sorted(present - offline):
+        try:
+            flag = reader.optional_integer(f"{CPU_DIR}/cpu{cpu}/online")
+        except SysfsError as exc:
+            reader.skip(exc, f"CPU {cpu}")
+            continue
+        if flag is None or flag == 1:
+            online.add(cpu)
+    return frozenset(online)
 
 
 def _topology(reader: SysfsReader, online: frozenset[int]) -> CpuTopology:
     kept: set[int] = set()
-    cores: dict[tuple[int, int], int] = {}
+    cores: dict[tuple[int, int, int], int] = {}
     for cpu in sorted(online):
         base = f"{CPU_DIR}/cpu{cpu}/topology"
         try:
             package = reader.integer(f"{base}/physical_package_id")
+            # core_id repeats in each die of a multi-die package (kernel
+            # cputopology.rst: die_id, Linux 5.3+); absent means one die.
+            die = reader.optional_integer(f"{base}/die_id") or 0
             core = reader.integer(f"{base}/core_id")
         except SysfsError as exc:
             reader.skip(exc, f"CPU {cpu}")
             continue
         kept.add(cpu)
-        cores[(package, core)] = cores.get((package, core), 0) + 1
+        key = (package, die, core)
+        cores[key] = cores.get(key, 0) + 1
     return CpuTopology(
         online=frozenset(kept),
-        sockets=len({p for p, _ in cores}),
+        sockets=len({p for p, _, _ in cores}),
         cores=len(cores),
         threads_per_core=max(cores.values(), default=0),
     )

@@ -7,6 +7,7 @@ device or SR-IOV PF.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from drivers.host.cpu import CpuInfo, discover_cpus
@@ -19,7 +20,7 @@ from drivers.host.passthrough import discover_passthrough
 from drivers.host.pci import PciFunction, read_pci_functions
 from drivers.host.settings import HostSettings
 from drivers.host.sriov import discover_sriov
-from drivers.host.sysfs import SysfsReader
+from drivers.host.sysfs import SysfsError, SysfsReader
 from drivers.records import HostResources
 
 
@@ -46,6 +47,23 @@ class Discovery:
     warnings: tuple[str, ...]
 
 
+def check_root(reader: SysfsReader) -> None:
+    """Refuse a root that is not a sysfs root before reading anything in it.
+
+    Raises:
+        SysfsError: ``sys/`` or ``proc/`` is not a directory below the root,
+            naming it and what the root must hold.
+    """
+    for part in ("sys", "proc"):
+        if not os.path.isdir(reader.path(part)):
+            raise SysfsError(
+                reader.path(part),
+                f"missing; {reader.root} is not a sysfs root ([host_driver] sysfs_root or "
+                "--sysfs-root must name a directory holding sys/ and proc/, as / does and "
+                "as 'compute-agent capture' writes)",
+            )
+
+
 def discover_host(settings: HostSettings, reader: SysfsReader | None = None) -> Discovery:
     """Run every collector against ``reader`` (default: ``settings.sysfs_root``).
 
@@ -54,10 +72,12 @@ def discover_host(settings: HostSettings, reader: SysfsReader | None = None) -> 
     Raises:
         ConfigError: ``cpu_dedicated_set`` / ``cpu_shared_set`` name CPUs
             that are not online.
-        SysfsError: no CPU or no /proc/meminfo at all (nothing sensible to report).
+        SysfsError: the root lacks ``sys/`` or ``proc/``, or has no CPU or no
+            /proc/meminfo at all (nothing sensible to report; exit 2).
         OSError: the instances file system cannot be measured.
     """
     reader = reader or SysfsReader(settings.sysfs_root)
+    check_root(reader)
     cpu = discover_cpus(reader, settings.dedicated, settings.shared)
     memory = discover_memory(reader)
     disk = discover_disk(reader, settings.instances_path, settings.shared_storage)

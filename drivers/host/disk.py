@@ -103,13 +103,17 @@ def mounts_essentials(text: str) -> str:
     """A mounts file with only the fields discovery reads.
 
     ``capture`` stores this: mount options (which can carry user names or
-    server-side settings) are replaced by ``rw``.
+    server-side settings) are replaced by ``rw``. A line with fewer than three
+    fields is kept as it is (it holds no options), so that a garbled table
+    stays garbled in the capture.
     """
     lines = []
     for line in text.splitlines():
         fields = line.split()
         if len(fields) >= 3:
             lines.append(f"{fields[0]} {fields[1]} {fields[2]} rw 0 0")
+        elif fields:
+            lines.append(line)
     return "\n".join(lines) + "\n"
 
 

@@ -72,10 +72,13 @@ def read_mdevs(root: Root) -> tuple[Mdev, ...]:
             parent = reader.link_name(f"{MDEV_DEVICES_DIR}/{uuid}", depth=2)
             if parent is None:
                 continue
-            type_id = reader.link_name(f"{MDEV_BUS_DIR}/{parent}/{uuid}/mdev_type")
+            type_link = f"{MDEV_BUS_DIR}/{parent}/{uuid}/mdev_type"
+            type_id = reader.link_name(type_link)
             if type_id is None:
+                # Name the link followed too: it may be the one at fault.
                 raise SysfsError(
-                    reader.path(f"{MDEV_BUS_DIR}/{parent}/{uuid}/mdev_type"), "missing"
+                    reader.path(f"{MDEV_DEVICES_DIR}/{uuid}"),
+                    f"links to parent {parent!r}, but {reader.path(type_link)} is missing",
                 )
             address = normalize_pci_address(parent)
         except SysfsError as exc:

@@ -15,7 +15,7 @@ from types import MappingProxyType
 from drivers.host.cpuset import parse_cpulist
 from drivers.host.memory import parse_meminfo_total, read_hugepages
 from drivers.host.sysfs import Root, SysfsError, as_reader
-from drivers.records import NumaCell
+from drivers.records import NumaCell, cells_mib
 
 NODE_DIR = "sys/devices/system/node"
 _NODE_RE = re.compile(r"node\d+")
@@ -28,13 +28,13 @@ class NumaNode:
     Attributes:
         id: N of ``nodeN``.
         cpus: CPU numbers of the node (``cpulist``).
-        memory_mb: ``MemTotal`` of the node, MiB (rounded down).
+        memory_kib: ``MemTotal`` of the node, KiB.
         hugepages: page size in KiB -> pages in the node's pool.
     """
 
     id: int
     cpus: frozenset[int]
-    memory_mb: int
+    memory_kib: int
     hugepages: Mapping[int, int]
 
 
@@ -60,7 +60,7 @@ def discover_numa(root: Root) -> tuple[NumaNode, ...]:
             reader.skip(exc, f"NUMA node {name[4:]}")
             continue
         assert cpus is not None and kib is not None
-        nodes.append(NumaNode(int(name[4:]), cpus, kib // 1024, MappingProxyType(pools)))
+        nodes.append(NumaNode(int(name[4:]), cpus, kib, MappingProxyType(pools)))
     return tuple(nodes)
 
 
@@ -69,18 +69,23 @@ def numa_cells(
 ) -> tuple[NumaCell, ...]:
     """:class:`NumaCell` records: each node's CPUs split as the host splits them.
 
+    Memory is whole MiB per cell, rounded so that the cells sum to the
+    host's MemTotal in MiB (:func:`drivers.records.cells_mib`).
+
     Args:
         nodes: from :func:`discover_numa`.
         vcpu_ids: CPUs offered as VCPU (host-wide).
         pcpu_ids: CPUs offered as PCPU (host-wide).
     """
+    nodes = tuple(nodes)
+    mib = cells_mib([n.memory_kib for n in nodes])
     return tuple(
         NumaCell(
             id=n.id,
             vcpus=len(n.cpus & vcpu_ids),
             pcpus=len(n.cpus & pcpu_ids),
-            memory_mb=n.memory_mb,
+            memory_mb=m,
             hugepages=n.hugepages,
         )
-        for n in nodes
+        for n, m in zip(nodes, mib, strict=True)
     )

@@ -21,13 +21,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from agent.exceptions import HostDescriptionError
+
 LOG = logging.getLogger("drivers.host")
 
 T = TypeVar("T")
 
 
-class SysfsError(Exception):
+class SysfsError(HostDescriptionError):
     """A sysfs or /proc file could not be used.
+
+    Collectors turn it into a warning and leave the device out; when it
+    escapes discovery (no CPU, no /proc/meminfo: the host itself cannot be
+    read) it is bad input, so the commands exit 2 with its one line
+    (README, exit codes).
 
     Attributes:
         path: the absolute path at fault (what the operator should look at).
@@ -35,24 +42,40 @@ class SysfsError(Exception):
     """
 
     def __init__(self, path: str, reason: str) -> None:
-        self.path = path
-        self.reason = reason
-        super().__init__(f"{path}: {reason}")
+        super().__init__(path, "", reason)
 
 
 @dataclass(slots=True)
 class Recorder:
     """What discovery read, for ``capture``.
 
+    Failed reads are recorded too, so that a capture fails the same way
+    where the original did (a capture must replay to the same records).
+
     Attributes:
         files: relative path -> content read.
+        blobs: relative path -> bytes of a file that is not UTF-8 text.
         links: relative path -> the link's target, as ``readlink`` gave it.
         dirs: relative path -> entry names discovery kept from that listing.
+        broken: relative path -> what a capture writes there to fail the same
+            way: :data:`BROKEN_DIR` (a directory where a file or link was
+            expected), :data:`BROKEN_FILE` (a file where a link was expected)
+            or :data:`BROKEN_UNREADABLE` (exists, cannot be read or listed).
     """
 
     files: dict[str, str] = field(default_factory=dict)
+    blobs: dict[str, bytes] = field(default_factory=dict)
     links: dict[str, str] = field(default_factory=dict)
     dirs: dict[str, set[str]] = field(default_factory=dict)
+    broken: dict[str, str] = field(default_factory=dict)
+
+
+BROKEN_DIR = "dir"
+"""A directory stands where a file or a symlink was expected."""
+BROKEN_FILE = "file"
+"""A regular file stands where a symlink was expected."""
+BROKEN_UNREADABLE = "unreadable"
+"""The path exists but cannot be read (permissions, I/O error, symlink loop)."""
 
 
 class SysfsReader:
@@ -96,6 +119,20 @@ class SysfsReader:
 
     # -- raw reads -------------------------------------------------------------
 
+    def _broken(self, rel: str, exc: OSError, *, link: bool = False) -> None:
+        """Record a failed read so that ``capture`` can make it fail alike."""
+        if self.recorder is None:
+            return
+        if os.path.isdir(self.path(rel)) and (link or exc.errno == errno.EISDIR):
+            kind = BROKEN_DIR
+        elif link:
+            # readlink failed on something that is not a directory: a plain
+            # file fails it the same way (EINVAL), whatever stood there.
+            kind = BROKEN_FILE
+        else:
+            kind = BROKEN_UNREADABLE
+        self.recorder.broken[rel] = kind
+
     def _read(self, rel: str, missing_ok: bool) -> str | None:
         p = self.path(rel)
         try:
@@ -111,12 +148,19 @@ class SysfsReader:
                 return None
             raise SysfsError(p, "missing") from None
         except OSError as exc:
-            if exc.errno == errno.ENOTDIR and missing_ok:
-                return None
+            if exc.errno == errno.ENOTDIR:
+                # A parent is a file: the path cannot exist, as if missing.
+                if missing_ok:
+                    return None
+                raise SysfsError(p, "missing") from None
+            self._broken(rel, exc)
             raise SysfsError(p, f"unreadable ({exc.strerror or exc})") from None
+        data = b"".join(chunks)
         try:
-            text = b"".join(chunks).decode("utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError:
+            if self.recorder is not None:
+                self.recorder.blobs[rel] = data
             raise SysfsError(p, "garbled (not UTF-8 text)") from None
         if self.recorder is not None:
             self.recorder.files[rel] = text
@@ -200,6 +244,7 @@ class SysfsReader:
         except OSError as exc:
             if exc.errno == errno.ENOTDIR:
                 return None
+            self._broken(rel, exc, link=True)
             reason = "not a symlink" if exc.errno == errno.EINVAL else exc.strerror
             raise SysfsError(p, f"unreadable ({reason})") from None
         if self.recorder is not None:
@@ -238,6 +283,7 @@ class SysfsReader:
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as exc:
+            self._broken(rel, exc)
             raise SysfsError(p, f"unreadable ({exc.strerror})") from None
         kept = sorted(n for n in names if pattern.fullmatch(n))
         if self.recorder is not None:
@@ -258,4 +304,3 @@ def natural_key(name: str) -> tuple[str, int]:
     """Sort key putting ``virtfn10`` after ``virtfn9`` (name prefix, trailing number)."""
     m = re.match(r"^(.*?)(\d+)$", name)
     return (m[1], int(m[2])) if m else (name, -1)
-

@@ -15,7 +15,13 @@ The parts read::
 
 libvirt lists an offline CPU as ``<cpu id='N'/>`` with no topology
 attributes (virCapabilitiesHostNUMAFormat); only CPUs with a ``socket_id``
-are taken as online.
+are taken as online. Older libvirt (before 1.0, still seen on real Westmere
+hosts) writes no topology attributes at all: when no CPU of the document has
+a ``socket_id``, every listed CPU is online.
+
+A cell without ``<memory>`` is a CPU-only cell (0 KiB). A cell whose values
+are garbled is left out with a warning naming it; the other cells and the
+CPU model are still used.
 
 The host ``<cpu>`` lists only the features beyond its named model; the full
 set comes from ``virConnectBaselineCPU`` with
@@ -84,6 +90,7 @@ class HostCapabilities:
         threads_per_core: ``<topology threads=>`` of the host CPU (0 when absent).
         cells: NUMA cells by id; empty when libvirt reports none.
         cpu_xml: the host ``<cpu>`` element as text, for ``baselineCPU``.
+        warnings: one line per cell left out, naming it.
     """
 
     arch: str
@@ -93,6 +100,7 @@ class HostCapabilities:
     threads_per_core: int = 0
     cells: tuple[CapsCell, ...] = ()
     cpu_xml: str = ""
+    warnings: tuple[str, ...] = ()
 
     @property
     def online_cpus(self) -> frozenset[int]:
@@ -111,14 +119,17 @@ def _cpulist(text: str) -> frozenset[int]:
     return frozenset(out)
 
 
-def _cell(elem: ET.Element, base_page_kib: int) -> CapsCell:
+def _cell(elem: ET.Element, base_page_kib: int, old_format: bool, notes: list[str]) -> CapsCell:
     cid = to_int(elem.get("id"), _WHAT, "cell id")
     what = f"{_WHAT}: cell {cid}"
     mem = elem.find("memory")
-    if mem is None or mem.text is None:
-        raise LibvirtXMLError(what, "no <memory>")
-    if mem.get("unit", "KiB") != "KiB":
-        raise LibvirtXMLError(what, f"<memory> in {mem.get('unit')!r}, expected KiB")
+    memory_kib = 0
+    if mem is not None:
+        if mem.get("unit", "KiB") != "KiB":
+            raise LibvirtXMLError(what, f"<memory> in {mem.get('unit')!r}, expected KiB")
+        memory_kib = to_int(mem.text, what, "memory")
+        if memory_kib < 0:
+            raise LibvirtXMLError(what, f"<memory> {memory_kib} is negative")
     pages = {}
     for p in elem.findall("pages"):
         if p.get("unit", "KiB") != "KiB":
@@ -133,7 +144,10 @@ def _cell(elem: ET.Element, base_page_kib: int) -> CapsCell:
     online, offline, siblings = set(), set(), 1
     for c in elem.findall("cpus/cpu"):
         cpu = to_int(c.get("id"), what, "cpu id")
-        if c.get("socket_id") is None:
+        if cpu in online or cpu in offline:
+            notes.append(f"{what}: cpu {cpu} is listed more than once; counted once")
+            continue
+        if c.get("socket_id") is None and not old_format:
             offline.add(cpu)
             continue
         online.add(cpu)
@@ -143,7 +157,7 @@ def _cell(elem: ET.Element, base_page_kib: int) -> CapsCell:
             raise LibvirtXMLError(what, f"cpu {cpu} siblings {c.get('siblings')!r}") from None
     return CapsCell(
         id=cid,
-        memory_kib=to_int(mem.text, what, "memory"),
+        memory_kib=memory_kib,
         cpus=frozenset(online),
         offline_cpus=frozenset(offline),
         pages=MappingProxyType(pages),
@@ -157,11 +171,14 @@ def parse_capabilities(text: str) -> HostCapabilities:
 
     Returns:
         :class:`HostCapabilities`; cells sorted by id (none when the document
-        lists none, as libvirt's test driver does).
+        lists none, as libvirt's test driver does). A cell with a garbled
+        value (memory, page counts, CPU ids) or a repeated id is left out
+        and named in ``warnings``; a CPU a cell lists twice is counted once,
+        with a warning.
 
     Raises:
-        LibvirtXMLError: unparsable, no ``<host>``, or a cell with a missing
-            or garbled value (memory, page counts, CPU ids).
+        LibvirtXMLError: unparsable, no ``<host>``, or a garbled host CPU
+            (topology, page sizes).
     """
     root = parse_xml(text, _WHAT)
     host = root.find("host")
@@ -182,10 +199,32 @@ def parse_capabilities(text: str) -> HostCapabilities:
         cpu_xml = ET.tostring(cpu, encoding="unicode")
     sizes = [to_int(p.get("size"), _WHAT, "page size") for p in host.findall("cpu/pages")]
     base = min(sizes, default=4)
-    cells = tuple(
-        sorted((_cell(c, base) for c in host.findall("topology/cells/cell")), key=lambda c: c.id)
+    elems = host.findall("topology/cells/cell")
+    old_format = not any(c.get("socket_id") is not None for c in host.iterfind(".//cells//cpu"))
+    cells: dict[int, CapsCell] = {}
+    warnings = []
+    for elem in elems:
+        notes: list[str] = []
+        try:
+            cell = _cell(elem, base, old_format, notes)
+        except LibvirtXMLError as exc:
+            warnings.append(f"{exc}; NUMA cell left out")
+            continue
+        warnings.extend(dict.fromkeys(notes))
+        if cell.id in cells:
+            warnings.append(f"{_WHAT}: cell {cell.id} listed twice; the second is left out")
+            continue
+        cells[cell.id] = cell
+    return HostCapabilities(
+        arch,
+        model,
+        vendor,
+        features,
+        threads,
+        tuple(cells[i] for i in sorted(cells)),
+        cpu_xml,
+        tuple(warnings),
     )
-    return HostCapabilities(arch, model, vendor, features, threads, cells, cpu_xml)
 
 
 def kernel_flag(name: str) -> str:

@@ -48,7 +48,7 @@ from drivers.libvirt.nodedev import (
 )
 from drivers.libvirt.options import GROUP
 from drivers.libvirt.xmlutil import LibvirtXMLError, parse_xml
-from drivers.records import Flavor, HostResources, Instance, NumaCell
+from drivers.records import Flavor, HostResources, Instance, NumaCell, cells_mib
 
 LOG = logging.getLogger(__name__)
 GIB = 1024**3
@@ -172,19 +172,24 @@ class LibvirtDriver(SingleNodeDriver):
     def _capabilities(self, conn: libvirt.virConnect) -> HostCapabilities:
         if self.capabilities_file:
             try:
-                with open(self.capabilities_file, encoding="utf-8") as f:
-                    text = f.read()
+                with open(self.capabilities_file, "rb") as f:
+                    data = f.read()
             except OSError as exc:
                 raise ConfigError(
                     f"[{GROUP}] capabilities_file {self.capabilities_file}: {exc.strerror}"
                 ) from None
+            # Not text is as unusable as unparsable: the same warning, not a traceback.
+            text = data.decode("utf-8", errors="replace")
         else:
             text = self.connection.call("virConnectGetCapabilities", conn.getCapabilities)
         try:
-            return parse_capabilities(text)
+            caps = parse_capabilities(text)
         except LibvirtXMLError as exc:
             self._warn(f"{exc}; reporting without NUMA cells and CPU feature traits")
             return HostCapabilities(arch="")
+        for line in caps.warnings:
+            self._warn(line)
+        return caps
 
     def _cpu_features(self, conn: libvirt.virConnect, caps: HostCapabilities) -> frozenset[str]:
         if not caps.model:
@@ -250,10 +255,12 @@ class LibvirtDriver(SingleNodeDriver):
                     id=c.id,
                     vcpus=len(c.cpus & vcpu_ids),
                     pcpus=len(c.cpus & pcpu_ids),
-                    memory_mb=c.memory_kib // 1024,
+                    memory_mb=mib,
                     hugepages=c.pages,
                 )
-                for c in caps.cells
+                for c, mib in zip(
+                    caps.cells, cells_mib([c.memory_kib for c in caps.cells]), strict=True
+                )
             ),
             pci_devices=discover_passthrough(devices.functions, self.settings.specs, gpu_addresses),
             sriov_pfs=discover_sriov(devices.functions, self.settings.specs, gpu_addresses),
@@ -275,12 +282,14 @@ class LibvirtDriver(SingleNodeDriver):
         """Read and parse each listed device.
 
         A device that vanished since the listing (``VIR_ERR_NO_NODE_DEVICE``),
-        whose XML cannot be read or parsed, is warned about by name and left out.
+        whose XML cannot be read or parsed, is warned about by name and left
+        out; the VFs of such a PF go with it without a warning each.
 
         Raises:
             LibvirtConnectionError: the connection was lost meanwhile.
         """
         parsed: list[NodeDevice] = []
+        left_out: set[str] = set()
         for dev in listed:
             name = dev.name()
             text = self._xml_desc(
@@ -291,11 +300,13 @@ class LibvirtDriver(SingleNodeDriver):
                 "left out",
             )
             if text is None:
+                left_out.add(name)
                 continue
             try:
                 device = parse_node_device(text, name)
             except LibvirtXMLError as exc:
                 self._warn(f"{exc}; left out (libvirt's XML for it: virsh nodedev-dumpxml {name})")
+                left_out.add(name)
                 continue
             if isinstance(device, MdevNodeDevice) and not self._active(dev):
                 self._warn(
@@ -305,7 +316,7 @@ class LibvirtDriver(SingleNodeDriver):
                 continue
             if device is not None:
                 parsed.append(device)
-        return assemble(parsed, self._warn)
+        return assemble(parsed, self._warn, frozenset(left_out))
 
     def _xml_desc(
         self, call: str, xml_desc: Callable[[int], str], what: str, vanished: int, fate: str

@@ -89,14 +89,34 @@ class NetNodeDevice:
 NodeDevice = PciNodeDevice | MdevNodeDevice | NetNodeDevice
 
 
+# Largest value of each PCI address component (PCI Local Bus spec: 8-bit bus,
+# 5-bit device, 3-bit function; Linux's 16-bit segment as sysfs names it).
+_PCI_LIMITS = (("domain", 0xFFFF), ("bus", 0xFF), ("slot", 0x1F), ("function", 0x7))
+
+
+def _format_address(parts: list[int], what: str) -> str:
+    """``dddd:bb:ss.f`` of four components, each checked against its range.
+
+    libvirt writes some components it could not read as ``4294967295``
+    (``(unsigned)-1``); such an address names no device.
+
+    Raises:
+        LibvirtXMLError: a component is out of range, naming it and its value.
+    """
+    for (name, limit), value in zip(_PCI_LIMITS, parts, strict=True):
+        if not 0 <= value <= limit:
+            raise LibvirtXMLError(
+                what, f"PCI {name} {value} is out of range (0-{limit}); not a usable PCI address"
+            )
+    return f"{parts[0]:04x}:{parts[1]:02x}:{parts[2]:02x}.{parts[3]:x}"
+
+
 def _address(elem: ET.Element, what: str) -> str:
     try:
-        return (
-            f"{int(elem.get('domain', ''), 16):04x}:{int(elem.get('bus', ''), 16):02x}:"
-            f"{int(elem.get('slot', ''), 16):02x}.{int(elem.get('function', ''), 16):x}"
-        )
+        parts = [int(elem.get(name, ""), 16) for name, _ in _PCI_LIMITS]
     except ValueError:
         raise LibvirtXMLError(what, f"garbled PCI address {elem.attrib}") from None
+    return _format_address(parts, what)
 
 
 def _hex_id(elem: ET.Element | None, what: str, field_name: str) -> str:
@@ -109,10 +129,13 @@ def _hex_id(elem: ET.Element | None, what: str, field_name: str) -> str:
 
 
 def _pci(name: str, cap: ET.Element, root: ET.Element, what: str) -> PciNodeDevice:
-    parts = [to_int(cap.findtext(f), what, f, 0) for f in ("domain", "bus", "slot", "function")]
-    address = f"{parts[0]:04x}:{parts[1]:02x}:{parts[2]:02x}.{parts[3]:x}"
+    parts = [to_int(cap.findtext(f), what, f, 0) for f, _ in _PCI_LIMITS]
+    address = _format_address(parts, what)
     class_text = cap.findtext("class")
-    class_code = f"{to_int(class_text, what, 'class', 16):06x}" if class_text else ""
+    class_value = to_int(class_text, what, "class", 16) if class_text else None
+    if class_value is not None and not 0 <= class_value <= 0xFFFFFF:
+        raise LibvirtXMLError(what, f"class {class_text!r} is more than 6 hex digits")
+    class_code = "" if class_value is None else f"{class_value:06x}"
     numa = cap.find("numa")
     numa_node = to_int(numa.get("node"), what, "numa node") if numa is not None else None
     group = cap.find("iommuGroup")
@@ -174,7 +197,9 @@ def parse_node_device(text: str, name: str = "") -> NodeDevice | None:
             or garbled field; the message names the device.
     """
     root = parse_xml(text, f"node device {name}")
-    name = (root.findtext("name") or name).strip()
+    # The name libvirt listed it under wins: it is what virsh needs, and a
+    # garbled document must not rename the device in the warning.
+    name = name or (root.findtext("name") or "").strip()
     what = f"node device {name}"
     if root.tag != "device":
         raise LibvirtXMLError(what, f"<{root.tag}> is not a <device>")
@@ -238,12 +263,24 @@ class HostDevices:
         return tuple(out)
 
 
-def assemble(devices: Iterable[NodeDevice], warn: Callable[[str], None]) -> HostDevices:
+def _device_name(address: str) -> str:
+    """libvirt's name of the PCI node device at ``address``: ``pci_dddd_bb_ss_f``."""
+    return "pci_" + address.replace(":", "_").replace(".", "_")
+
+
+def assemble(
+    devices: Iterable[NodeDevice],
+    warn: Callable[[str], None],
+    left_out: frozenset[str] = frozenset(),
+) -> HostDevices:
     """Put parsed node devices together: interfaces onto functions, mdevs onto GPUs.
 
     Args:
         devices: parsed devices (any order).
         warn: called with one line per device left out.
+        left_out: names of listed devices already warned about and left out;
+            their VFs and mdevs are left out silently (one bad document costs
+            one warning).
 
     Returns:
         :class:`HostDevices`. An mdev whose parent is not a PCI device, and
@@ -262,6 +299,8 @@ def assemble(devices: Iterable[NodeDevice], warn: Callable[[str], None]) -> Host
             netdev_to_pci[d.interface] = address
         elif isinstance(d, MdevNodeDevice):
             parent = pcis.get(d.parent)
+            if parent is None and d.parent in left_out:
+                continue
             if parent is None:
                 warn(
                     f"node device {d.name}: parent {d.parent!r} is not a PCI device; mdev left out"
@@ -272,7 +311,8 @@ def assemble(devices: Iterable[NodeDevice], warn: Callable[[str], None]) -> Host
     for address, d in by_address.items():
         fn = d.function
         if fn.physfn and fn.physfn not in by_address:
-            warn(f"node device {d.name}: its PF {fn.physfn} was not read; VF left out")
+            if _device_name(fn.physfn) not in left_out:
+                warn(f"node device {d.name}: its PF {fn.physfn} was not read; VF left out")
             continue
         if address in netdevs:
             fn = replace(fn, netdevs=tuple(sorted(netdevs[address])))
