@@ -9,15 +9,29 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+
+import shtab
 
 from agent import __version__
 from agent.commands import COMMAND_MODULES
 from agent.commands.common import EXIT_BAD_INPUT, EXIT_FAILURE
 from agent.exceptions import AgentError, ConfigError, HostDescriptionError
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """argparse's help with ``(default: X)`` after every option that has a real default.
+
+    Options whose default is "not given" (None, an empty list, False for a
+    flag) show none: "(default: None)" would tell the reader nothing.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.default in (None, [], False) or action.default is argparse.SUPPRESS:
+            return action.help or ""
+        return super()._get_help_string(action) or ""
 
 
 def _commands() -> dict[str, ModuleType]:
@@ -31,11 +45,18 @@ def build_parser(commands: dict[str, ModuleType] | None = None) -> argparse.Argu
     parser = argparse.ArgumentParser(
         prog="compute-agent",
         description="Keeps the Placement service in step with this hypervisor.",
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    # --print-completion bash|zsh: the completion script, generated from this parser.
+    shtab.add_argument_to(parser, ["--print-completion"], help="print a shell completion script")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module in commands.items():
-        module.register(sub.add_parser(name, help=module.HELP))
+        module.register(
+            sub.add_parser(
+                name, help=module.HELP, description=module.HELP, formatter_class=HelpFormatter
+            )
+        )
     return parser
 
 
@@ -43,10 +64,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``compute-agent`` console script; returns the exit code."""
     commands = _commands()
     args = build_parser(commands).parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if getattr(args, "debug", False) else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
     try:
         return int(commands[args.command].run(args))
     except (ConfigError, HostDescriptionError) as exc:

@@ -33,6 +33,7 @@ from typing import Any
 from apscheduler.schedulers.background import BackgroundScheduler
 from oslo_config import cfg
 
+from agent import logs
 from agent.commands.common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -43,6 +44,7 @@ from agent.exceptions import AgentError, ReshapeFailed, ReshapeNeeded
 from agent.metrics import AgentMetrics
 from agent.notify import Notifier
 from agent.placement.connect import placement_client
+from agent.progress import Progress
 from agent.report import ReportClient
 from agent.state import StateStore
 from agent.tracker import CycleOutcome, ResourceTracker
@@ -116,6 +118,7 @@ class Service:
         except BaseException:
             stack.close()
             raise
+        client.observers.append(self.metrics.on_request)
         state = StateStore(conf.state_path)
         self.tracker = ResourceTracker(conf, driver, ReportClient(client, state), state)
         self.conf = conf
@@ -199,7 +202,9 @@ class Service:
             self._running_since = time.monotonic()
             self._early_requested = False
             try:
-                return self._cycle()
+                # One request id (req-...) on every log line of the cycle.
+                with logs.cycle_context():
+                    return self._cycle()
             finally:
                 self._running_since = None
                 if self._early_requested and not self._stop.is_set():
@@ -210,8 +215,10 @@ class Service:
             self._apply_reload()
         assert self.tracker is not None
         startup = not self._started_ok
+        client = self.tracker.report.client
         try:
-            outcome = self.tracker.update_available_resource(startup)
+            with Progress("resource-tracking cycle", count=client.total_requests):
+                outcome = self.tracker.update_available_resource(startup)
         except (ReshapeNeeded, ReshapeFailed) as exc:
             code = EXIT_RESHAPE_NEEDED if isinstance(exc, ReshapeNeeded) else EXIT_RESHAPE_FAILED
             LOG.critical("%s: %s. %s", type(exc).__name__, exc, FATAL_ADVICE[code])
@@ -239,14 +246,17 @@ class Service:
         self.cycles += 1
         self.last_outcome = outcome
         self.metrics.observe_cycle(outcome, fatal)
-        if self.tracker is not None:
-            self.metrics.observe_client(self.tracker.report.client)
-        self.notifier.status(outcome.summary())
         assert self.conf is not None
+        state = StateStore(self.conf.state_path)
+        for node in outcome.nodes:
+            if node.ok:
+                try:
+                    self.metrics.observe_state(node.nodename, state)
+                except (OSError, ValueError, TypeError, AttributeError) as exc:
+                    LOG.warning("node %s: inventory metrics not updated: %s", node.nodename, exc)
+        self.notifier.status(outcome.summary())
         try:
-            StateStore(self.conf.state_path).set_last_cycle(
-                {**outcome.to_json(), "fatal": fatal, "pid": os.getpid()}
-            )
+            state.set_last_cycle({**outcome.to_json(), "fatal": fatal, "pid": os.getpid()})
         except OSError as exc:
             LOG.error("could not record the cycle's outcome in %s: %s", self.conf.state_path, exc)
 

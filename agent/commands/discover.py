@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-
-from rich.console import Console
 
 from agent.commands.common import EXIT_OK, add_config_args, add_driver_args, load_conf
 from agent.discovery import discover
+from agent.output import Output
 from agent.render import json_document, render_tree
 from agent.state import StateStore
 from drivers import load_driver
@@ -28,9 +25,10 @@ def register(parser: argparse.ArgumentParser) -> None:
     add_driver_args(parser)
     parser.add_argument(
         "--format",
-        choices=("tree", "json"),
+        choices=("tree", "text", "json"),
         default="tree",
-        help="tree: for people; json: stable, documented in docs/discover.md",
+        help="tree (or text): for people (rich on a terminal, plain indented lines in a "
+        "pipe); json: stable, documented in docs/discover.md",
     )
 
 
@@ -39,9 +37,9 @@ def run(args: argparse.Namespace) -> int:
     conf = load_conf(args)
     driver = load_driver(conf.compute.driver, conf)
     reports = discover(driver, StateStore(conf.state_path))
+    out = Output()
     if args.format == "json":
-        json.dump(json_document(reports, conf.compute.driver), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        out.json(json_document(reports, conf.compute.driver))
     else:
-        render_tree(reports, Console())
+        render_tree(reports, out)
     return EXIT_OK

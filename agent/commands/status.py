@@ -9,10 +9,11 @@ is stuck or stopped); 2 it failed; 3 no cycle is recorded in ``state_path``.
 from __future__ import annotations
 
 import argparse
-import json
 import time
+from typing import Any
 
-from agent.commands.common import add_config_args, load_conf
+from agent.commands.common import add_config_args, add_format_arg, load_conf
+from agent.output import Output, escape
 from agent.state import StateStore
 
 NAME = "status"
@@ -26,7 +27,13 @@ STATUS_UNKNOWN = 3
 
 def register(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``status``."""
-    parser.description = __doc__.split("\n\n", 1)[1].replace("\n", " ")
+    parser.description = (
+        "Print the outcome of the last resource-tracking cycle. Exit codes follow the "
+        "monitoring-plugin convention (Nagios, Icinga, Sensu): 0 the last cycle succeeded "
+        "recently; 1 it succeeded but is stale (older than [DEFAULT] status_max_age, three "
+        "update intervals by default: the service is stuck or stopped); 2 it failed; 3 no "
+        "cycle is recorded in the state directory."
+    )
     add_config_args(parser)
     parser.add_argument(
         "--max-age",
@@ -34,30 +41,57 @@ def register(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="stale after this many seconds (overrides [DEFAULT] status_max_age)",
     )
-    parser.add_argument("--json", action="store_true", help="print the stored record as JSON")
+    add_format_arg(parser)
+    parser.add_argument(
+        "--json",
+        dest="format",
+        action="store_const",
+        const="json",
+        help="same as --format json",
+    )
+
+
+def _document(status: str, code: int, record: dict[str, Any] | None, **extra: Any) -> dict:
+    return {"status": status, "exit_code": code, **extra, "last_cycle": record}
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the last cycle's outcome; the monitoring exit code."""
     conf = load_conf(args)
+    out = Output()
+    as_json = args.format == "json"
     record = StateStore(conf.state_path).last_cycle()
     if record is None:
-        print(f"UNKNOWN: no cycle recorded in {conf.state_path} (has the service run?)")
+        if as_json:
+            out.json(_document("UNKNOWN", STATUS_UNKNOWN, None))
+        else:
+            out.print(f"UNKNOWN: no cycle recorded in {conf.state_path} (has the service run?)")
         return STATUS_UNKNOWN
-    if args.json:
-        print(json.dumps(record, indent=2, sort_keys=True))
     max_age = args.max_age or conf.status_max_age or 3 * conf.update_interval
     age = time.time() - float(record.get("finished", 0))
     summary = record.get("summary", "")
     if not record.get("ok"):
+        status, code = "FAILED", STATUS_FAILED
+    elif age > max_age:
+        status, code = "STALE", STATUS_STALE
+    else:
+        status, code = "OK", STATUS_OK
+    if as_json:
+        out.json(
+            _document(status, code, record, age_seconds=round(age, 3), max_age_seconds=max_age)
+        )
+        return code
+    if status == "FAILED":
         fatal = " (fatal: the service stopped)" if record.get("fatal") else ""
-        print(f"FAILED{fatal}, {age:.0f} s ago: {summary}")
+        out.print(f"FAILED{fatal}, {age:.0f} s ago: {escape(summary)}")
         for node in record.get("nodes", []):
             if not node.get("ok"):
-                print(f"  {node.get('nodename')}: {node.get('error')}")
-        return STATUS_FAILED
-    if age > max_age:
-        print(f"STALE: last cycle finished {age:.0f} s ago (limit {max_age} s): {summary}")
-        return STATUS_STALE
-    print(f"OK, {age:.0f} s ago: {summary}")
-    return STATUS_OK
+                name, error = str(node.get("nodename")), str(node.get("error"))
+                out.print(f"  {escape(name)}: {escape(error)}")
+    elif status == "STALE":
+        out.print(
+            f"STALE: last cycle finished {age:.0f} s ago (limit {max_age} s): {escape(summary)}"
+        )
+    else:
+        out.print(f"OK, {age:.0f} s ago: {escape(summary)}")
+    return code
