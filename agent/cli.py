@@ -21,17 +21,26 @@ from agent.commands.common import EXIT_BAD_INPUT, EXIT_FAILURE
 from agent.exceptions import AgentError, ConfigError, HostDescriptionError
 
 
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """argparse's help with ``(default: X)`` after every option that has a real default.
+def show_defaults(parser: argparse.ArgumentParser) -> None:
+    """Append ``(default: X)`` to the help of every option that has a real default.
 
-    Options whose default is "not given" (None, an empty list, False for a
-    flag) show none: "(default: None)" would tell the reader nothing.
+    Written into the help text itself (not by a formatter class) so that
+    every reader of the parser shows it: ``--help`` and the man page
+    argparse-manpage generates. Options whose default means "not given"
+    (None, an empty list, False for a flag) get none: "(default: None)" tells
+    the reader nothing.
     """
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        if action.default in (None, [], False) or action.default is argparse.SUPPRESS:
-            return action.help or ""
-        return super()._get_help_string(action) or ""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                show_defaults(sub)
+            continue
+        default = action.default
+        if not action.help or action.help is argparse.SUPPRESS or "%(default)" in action.help:
+            continue
+        if default in (None, [], False) or default is argparse.SUPPRESS:
+            continue
+        action.help += " (default: %(default)s)"
 
 
 def _commands() -> dict[str, ModuleType]:
@@ -45,18 +54,14 @@ def build_parser(commands: dict[str, ModuleType] | None = None) -> argparse.Argu
     parser = argparse.ArgumentParser(
         prog="compute-agent",
         description="Keeps the Placement service in step with this hypervisor.",
-        formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     # --print-completion bash|zsh: the completion script, generated from this parser.
     shtab.add_argument_to(parser, ["--print-completion"], help="print a shell completion script")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module in commands.items():
-        module.register(
-            sub.add_parser(
-                name, help=module.HELP, description=module.HELP, formatter_class=HelpFormatter
-            )
-        )
+        module.register(sub.add_parser(name, help=module.HELP, description=module.HELP))
+    show_defaults(parser)
     return parser
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
+import shtab
 from oslo_config import cfg
 
 from agent import config as agent_config
@@ -42,7 +43,7 @@ def add_config_args(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="configuration file (INI); may be given more than once, later files win. "
         "Without it: " + ", ".join(DEFAULT_CONFIG_FILES) + " when it exists",
-    )
+    ).complete = shtab.FILE
     parser.add_argument(
         "--config-dir",
         dest="config_dir",
@@ -52,7 +53,7 @@ def add_config_args(parser: argparse.ArgumentParser) -> None:
         help="directory of *.conf files read after the files, in name order. Without it: "
         + ", ".join(DEFAULT_CONFIG_DIRS)
         + " when it exists",
-    )
+    ).complete = shtab.DIRECTORY
     parser.add_argument(
         "--debug",
         action="store_true",
