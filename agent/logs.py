@@ -31,6 +31,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from oslo_config import cfg
 from oslo_context import context as oslo_context
@@ -119,7 +120,12 @@ def secret_values(conf: cfg.ConfigOpts) -> set[str]:
 
 
 class SecretFilter(logging.Filter):
-    """Drops secret values from a record's text before any handler formats it.
+    """Drops secret values from what a handler writes.
+
+    Used twice on each handler: as a filter, it cleans the record's message
+    before formatting (so structured outputs such as JSON get clean text);
+    wrapped around the handler's formatter by :class:`RedactingFormatter`, it
+    cleans the final text, tracebacks included.
 
     Args:
         secrets: exact strings never to show (option values).
@@ -137,26 +143,45 @@ class SecretFilter(logging.Filter):
         return strutils.mask_password(text, secret=REDACTED)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        """Rewrite the record's message (and traceback) in place; always keep the record."""
+        """Rewrite the record's message in place; always keep the record."""
         message = record.getMessage()
         clean = self.redact(message)
         if clean != message:
             record.msg, record.args = clean, None
-        if record.exc_info and not record.exc_text:
-            record.exc_text = logging.Formatter().formatException(record.exc_info)
-        if record.exc_text:
-            record.exc_text = self.redact(record.exc_text)
         return True
 
 
+class RedactingFormatter(logging.Formatter):
+    """A handler's formatter whose every output goes through :meth:`SecretFilter.redact`.
+
+    Args:
+        inner: the formatter oslo.log set (context, JSON ...).
+        secrets: the redactor.
+    """
+
+    def __init__(self, inner: logging.Formatter, secrets: SecretFilter) -> None:
+        super().__init__()
+        self.inner = inner
+        self.secrets = secrets
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The inner formatter's text, secrets masked (tracebacks included)."""
+        return self.secrets.redact(self.inner.format(record))
+
+    def formatException(self, ei: Any) -> str:
+        """A traceback as the inner formatter writes it, secrets masked."""
+        return self.secrets.redact(self.inner.formatException(ei))
+
+
 class CycleContextFilter(logging.Filter):
-    """Gives every record logged inside :func:`cycle_context` that cycle's context."""
+    """Gives every record logged inside :func:`cycle_context` that cycle's context, others none."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         """Set ``record.context`` (read by oslo.log's formatters); always keep the record."""
-        ctx = getattr(_cycle, "context", None)
-        if ctx is not None and "context" not in record.__dict__:
-            record.context = ctx
+        if "context" not in record.__dict__:
+            # None outside a cycle: oslo.log then writes "[-]" instead of whatever
+            # context the embedded Placement left in oslo.context's store.
+            record.context = getattr(_cycle, "context", None)
         return True
 
 
@@ -178,13 +203,12 @@ def setup(conf: cfg.ConfigOpts, debug: bool = False, quiet: bool = False) -> Non
     root = logging.getLogger()
     if quiet and not conf.debug:
         root.setLevel(logging.WARNING)
-    filters = (CycleContextFilter(), SecretFilter(secret_values(conf)))
+    secrets = SecretFilter(secret_values(conf))
     for handler in root.handlers:
-        ours = (CycleContextFilter, SecretFilter)
-        for old in [f for f in handler.filters if isinstance(f, ours)]:
-            handler.removeFilter(old)
-        for new in filters:
-            handler.addFilter(new)
+        # oslo.log made these handlers afresh: no filter of ours is on them yet.
+        handler.addFilter(CycleContextFilter())
+        handler.addFilter(secrets)
+        handler.setFormatter(RedactingFormatter(handler.formatter or logging.Formatter(), secrets))
 
 
 @contextlib.contextmanager
@@ -194,7 +218,8 @@ def cycle_context() -> Iterator[oslo_context.RequestContext]:
     Kept per thread; the previous one (if any) is put back afterwards.
     """
     previous = getattr(_cycle, "context", None)
-    ctx = oslo_context.RequestContext(overwrite=True)
+    # overwrite=False: oslo.context's own per-thread store is left alone.
+    ctx = oslo_context.RequestContext(overwrite=False)
     _cycle.context = ctx
     try:
         yield ctx

@@ -282,6 +282,8 @@ class Service:
         """
         self._build(self._load_conf())
         assert self.conf is not None
+        # Every option in effect, as every OpenStack service logs it (secret ones as ****).
+        self.conf.log_opt_values(LOG, logging.DEBUG)
         try:
             if self.conf.metrics.listen and not once:
                 try:
