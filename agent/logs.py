@@ -35,6 +35,7 @@ from typing import Any
 
 from oslo_config import cfg
 from oslo_context import context as oslo_context
+from oslo_log import _options as oslo_log_options
 from oslo_log import log as oslo_log
 from oslo_utils import strutils
 
@@ -60,17 +61,30 @@ REDACTED = "***"
 _cycle = threading.local()
 
 
+def _set_agent_defaults() -> None:
+    """The agent's defaults for oslo.log's options, for every ConfigOpts and the sample file.
+
+    oslo.log's ``set_defaults`` covers ``default_log_levels``; ``use_stderr``
+    is set on oslo.log's option list itself (its ``_options`` module, which
+    its own ``set_defaults`` edits the same way), because stdout carries the
+    commands' output (JSON, trees) and logs must go to stderr.
+    """
+    levels = list(oslo_log.get_default_log_levels())
+    levels += [pair for pair in QUIET_LIBRARIES if pair not in levels]
+    oslo_log.set_defaults(default_log_levels=levels)
+    cfg.set_defaults(oslo_log_options.generic_log_opts, use_stderr=True)
+
+
+# At import, so that oslo-config-generator's sample shows the agent's defaults.
+_set_agent_defaults()
+
+
 def register_options(conf: cfg.ConfigOpts) -> None:
-    """Register oslo.log's options on ``conf`` with the agent's defaults.
+    """Register oslo.log's options on ``conf`` (with the agent's defaults).
 
     Must run before ``conf`` parses files (oslo.log adds command-line options).
     """
     oslo_log.register_options(conf)
-    levels = list(oslo_log.get_default_log_levels())
-    levels += [pair for pair in QUIET_LIBRARIES if pair not in levels]
-    oslo_log.set_defaults(default_log_levels=levels)
-    # stdout carries the commands' output (JSON, trees): logs go to stderr.
-    conf.set_default("use_stderr", True)
 
 
 def stderr_is_journal() -> bool:
