@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -71,6 +72,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(commands).parse_args(argv)
     try:
         return int(commands[args.command].run(args))
+    except BrokenPipeError:
+        # The reader went away (`| head`): not an error worth a traceback. Python's
+        # advice (signal docs, "Note on SIGPIPE"): point stdout at /dev/null so the
+        # flush at exit does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_FAILURE
     except (ConfigError, HostDescriptionError) as exc:
         print(f"compute-agent {args.command}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
@@ -63,6 +65,22 @@ class Output:
             node, depth = stack.pop()
             self.stream.write(INDENT * depth + _plain(node.label) + "\n")
             stack.extend((child, depth + 1) for child in reversed(node.children))
+
+    def table(self, title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+        """Rows under headers: a rich table on a terminal; tab-separated lines otherwise.
+
+        Plain output has the headers as its first line and no title, so
+        ``cut -f`` and ``awk -F'\\t'`` work on it; cells hold no tab or newline.
+        """
+        if self._console is not None:
+            table = Table(*headers, title=title, show_lines=False)
+            for row in rows:
+                table.add_row(*(escape(cell) for cell in row))
+            self._console.print(table)
+            return
+        for row in (headers, *rows):
+            cells = (" ".join(str(c).split()) for c in row)
+            self.stream.write("\t".join(cells) + "\n")
 
     def json(self, document: Any) -> None:
         """``document`` as indented JSON (keys in the order given), then a newline."""
