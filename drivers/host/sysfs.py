@@ -258,3 +258,4 @@ def natural_key(name: str) -> tuple[str, int]:
     """Sort key putting ``virtfn10`` after ``virtfn9`` (name prefix, trailing number)."""
     m = re.match(r"^(.*?)(\d+)$", name)
     return (m[1], int(m[2])) if m else (name, -1)
+
