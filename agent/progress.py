@@ -40,8 +40,9 @@ class Progress:
         count: returns how far the work is (a counter that only grows);
             None shows elapsed time only.
         unit: what ``count`` counts, e.g. ``"placement requests"``.
-        delay: seconds before the bar or the first log line appears.
-        interval: seconds between log lines (no terminal).
+        delay: seconds before the bar or the first log line appears
+            (:data:`DEFAULT_DELAY` when None).
+        interval: seconds between log lines, no terminal (:data:`DEFAULT_INTERVAL`).
         stream: where a bar is drawn; ``sys.stderr`` by default, so that
             stdout keeps only the command's output.
         terminal: force a bar (True) or log lines (False); by default a bar
@@ -54,8 +55,8 @@ class Progress:
         description: str,
         count: Callable[[], int] | None = None,
         unit: str = "placement requests",
-        delay: float = DEFAULT_DELAY,
-        interval: float = DEFAULT_INTERVAL,
+        delay: float | None = None,
+        interval: float | None = None,
         stream: TextIO | None = None,
         terminal: bool | None = None,
         logger: logging.Logger = LOG,
@@ -63,8 +64,8 @@ class Progress:
         self.description = description
         self.count = count
         self.unit = unit
-        self.delay = delay
-        self.interval = interval
+        self.delay = DEFAULT_DELAY if delay is None else delay
+        self.interval = DEFAULT_INTERVAL if interval is None else interval
         self.stream = stream or sys.stderr
         self.terminal = self.stream.isatty() if terminal is None else terminal
         self.logger = logger

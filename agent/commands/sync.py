@@ -19,6 +19,7 @@ from agent.exceptions import ReshapeFailed
 from agent.logs import cycle_context
 from agent.output import Output, escape
 from agent.placement.connect import placement_client
+from agent.progress import Progress
 from agent.report import ReportClient
 from agent.reshape import reshape_node
 from agent.state import StateStore
@@ -56,19 +57,21 @@ def run(args: argparse.Namespace) -> int:
     with placement_client(conf) as client, cycle_context():
         report = ReportClient(client, StateStore(conf.state_path))
         for nodename in driver.get_nodenames():
-            # The start-up algorithm (docs/reshape.md): reshape first when needed.
-            try:
-                outcome = reshape_node(report, driver, nodename)
-            except ReshapeFailed as exc:
-                # plain print: Placement's message may hold brackets rich would parse
-                print(f"compute-agent sync: {nodename}: reshape failed: {exc}", file=sys.stderr)
-                return EXIT_RESHAPE_FAILED
-            tree = outcome.tree
-            assert tree is not None  # not a dry run: the root was ensured
-            if outcome.reshaped and outcome.result is not None:
-                result = outcome.result
-            else:
-                result = report.update_from_provider_tree(tree)
+            # A cold sync of a large tree takes a while: a bar, or a log line now and then.
+            with Progress(f"sync of node {nodename}", count=client.total_requests):
+                # The start-up algorithm (docs/reshape.md): reshape first when needed.
+                try:
+                    outcome = reshape_node(report, driver, nodename)
+                except ReshapeFailed as exc:
+                    # plain print: Placement's message may hold brackets rich would parse
+                    print(f"compute-agent sync: {nodename}: reshape failed: {exc}", file=sys.stderr)
+                    return EXIT_RESHAPE_FAILED
+                tree = outcome.tree
+                assert tree is not None  # not a dry run: the root was ensured
+                if outcome.reshaped and outcome.result is not None:
+                    result = outcome.result
+                else:
+                    result = report.update_from_provider_tree(tree)
             node = {
                 "nodename": nodename,
                 "providers": len(tree),
