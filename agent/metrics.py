@@ -26,7 +26,15 @@ import threading
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    disable_created_metrics,
+    start_http_server,
+)
 
 from agent import __version__
 from agent.exceptions import ConfigError
@@ -38,6 +46,10 @@ if TYPE_CHECKING:
     from agent.tracker import CycleOutcome
 
 LOG = logging.getLogger(__name__)
+
+# No *_created series beside every counter and histogram: a restart is seen in
+# the counters resetting, and they would double the series to store.
+disable_created_metrics()
 
 CYCLE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 """Seconds; a cycle is well under a second on a steady host, minutes when Placement is slow."""
