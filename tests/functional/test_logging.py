@@ -108,6 +108,13 @@ def run_with_journal(tmp_path: Path, conf: Path, env: dict[str, str], stderr) ->
         timeout=120,
         check=False,
     )
+    if proc.returncode not in (0, 1):
+        stderr.flush()
+        text = Path(stderr.name).read_text() if hasattr(stderr, "name") else ""
+        raise AssertionError(
+            f"the agent did not run in its own mount namespace (exit {proc.returncode}); "
+            f"unshare --mount needs CAP_SYS_ADMIN (root): {text[-2000:]}"
+        )
     assert proc.returncode == 1, "the cycle should fail (Placement is down)"
     messages = []
     try:
