@@ -118,7 +118,9 @@ def secret_values(conf: cfg.ConfigOpts) -> set[str]:
             plugin_opts = ks_loading.get_auth_plugin_conf_options(plugin)
         except Exception:  # an unknown plugin is refused later, by name
             plugin_opts = []
-        conf.register_opts(plugin_opts, "placement")
+        # Another definition under the same name (not expected): keep it, read its value.
+        with contextlib.suppress(cfg.DuplicateOptError):
+            conf.register_opts(plugin_opts, "placement")
         groups.append(("placement", plugin_opts))
     values: set[str] = set()
     for group, opts in groups:

@@ -127,8 +127,34 @@ class Progress:
         ]
         console = Console(file=self.stream, force_terminal=True)
         with RichProgress(*columns, console=console, transient=True) as bar:
-            task = bar.add_task(self.description, total=None)
-            while True:
-                bar.update(task, completed=self._so_far())
-                if self._done.wait(0.2):
-                    return
+            rerouted = self._route_logs_through(sys.stderr)
+            try:
+                task = bar.add_task(self.description, total=None)
+                while True:
+                    bar.update(task, completed=self._so_far())
+                    if self._done.wait(0.2):
+                        return
+            finally:
+                for handler, stream in rerouted:
+                    handler.setStream(stream)
+
+    def _route_logs_through(self, proxy: TextIO) -> list[tuple[logging.StreamHandler, TextIO]]:
+        """Point the log handlers that write where the bar is drawn at rich's proxy.
+
+        While the bar is live, rich replaces ``sys.stderr`` with a proxy that
+        prints each line above the bar; log handlers keep the stream they were
+        made with, and their lines would otherwise overwrite the bar.
+
+        Returns:
+            ``(handler, its stream before)`` pairs, to put back.
+        """
+        if proxy is self.stream:  # not redirected: nothing to do
+            return []
+        rerouted: list[tuple[logging.StreamHandler, TextIO]] = []
+        for handler in logging.getLogger().handlers:
+            if isinstance(handler, logging.FileHandler):
+                continue
+            if isinstance(handler, logging.StreamHandler) and handler.stream is self.stream:
+                handler.setStream(proxy)
+                rerouted.append((handler, self.stream))
+        return rerouted

@@ -65,3 +65,27 @@ def test_capture_reports_progress_when_it_takes_long(tmp_path, monkeypatch, capf
     out, err = capfd.readouterr()
     assert f"INFO agent.progress [-] capture of {src}: still running after 0 s" in err
     assert "files read" in err and "still running" not in out  # stdout keeps the result
+
+
+def test_log_lines_during_a_bar_are_printed_above_it_not_over_it():
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    log = logging.getLogger("agent.test")
+    old_level = log.level
+    log.setLevel(logging.INFO)
+    try:
+        with Progress("cycle", delay=0, stream=stream, terminal=True):
+            time.sleep(0.3)  # the bar is up
+            log.info("a line while the bar runs")
+            time.sleep(0.3)
+        assert handler.stream is stream  # given back
+    finally:
+        root.removeHandler(handler)
+        log.setLevel(old_level)
+    text = stream.getvalue()
+    before, _, after = text.partition("a line while the bar runs")
+    assert after, text
+    # rich erased the bar's line before printing the log line, then drew the bar again.
+    assert "\x1b[2K" in before[-200:] and "cycle" in after
