@@ -51,7 +51,10 @@ def register(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _document(status: str, code: int, record: dict[str, Any] | None, **extra: Any) -> dict:
+def _document(
+    status: str, code: int, record: dict[str, Any] | None, **extra: Any
+) -> dict[str, Any]:
+    """The --format json document: the status, the exit code, extra figures, the record."""
     return {"status": status, "exit_code": code, **extra, "last_cycle": record}
 
 

@@ -32,7 +32,9 @@ from drivers.records import (
 )
 
 
-def _supported_types(settings: HostSettings, functions: Mapping[str, PciFunction]) -> dict:
+def _supported_types(
+    settings: HostSettings, functions: Mapping[str, PciFunction]
+) -> dict[str, tuple[str, ...]]:
     """GPU address -> every mdev type it supports, enabled or not.
 
     A reader of its own: its warnings repeat the discovery's, which are
