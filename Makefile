@@ -55,9 +55,11 @@ test: install
 	# promtool lints a real scrape of /metrics (tests/functional/test_metrics_scrape.py).
 	command -v promtool >/dev/null || { apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; } >/dev/null
-	# groff renders the generated man page (tests/unit/test_shell_files.py).
+	# groff renders the generated man page, zsh parses its completion (tests/unit/test_shell_files.py).
 	command -v groff >/dev/null || { apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends groff-base; } >/dev/null
+	command -v zsh >/dev/null || { apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zsh; } >/dev/null
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 

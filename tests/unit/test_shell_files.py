@@ -50,6 +50,10 @@ def test_completion_is_installed_current_and_names_every_command(shell, path):
         assert re.search(rf"\b{re.escape(command)}\b", text), f"{command} not in {path.name}"
     if shell == "zsh":
         assert text.startswith("#compdef compute-agent")
+        zsh = shutil.which("zsh")
+        assert zsh, "zsh is not installed: run `make test`, which installs it"
+        proc = subprocess.run([zsh, "-n", str(path)], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr  # the script parses
 
 
 def bash_complete(words: list[str]) -> list[str]:
