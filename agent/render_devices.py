@@ -83,10 +83,10 @@ def _row(doc: dict[str, Any]) -> list[str]:
         name,
         klass,
         doc["driver"] or "-",
-        ",".join(doc["netdevs"]) or "-",
+        ", ".join(doc["netdevs"]) or "-",
         numa,
         vfs,
-        ",".join(doc["mdev_types"]) or "-",
+        ", ".join(doc["mdev_types"]) or "-",
         doc["offered_as"] or "no",
         doc["reason"],
     ]
