@@ -201,6 +201,15 @@ class CycleContextFilter(logging.Filter):
         return True
 
 
+def _is_set(conf: cfg.ConfigOpts, name: str) -> bool:
+    """True when ``[DEFAULT] name`` was given (file, command line), not left at a default."""
+    where = conf.get_location(name)
+    return where is not None and where.location not in (
+        cfg.Locations.opt_default,
+        cfg.Locations.set_default,
+    )
+
+
 def setup(conf: cfg.ConfigOpts, debug: bool = False, quiet: bool = False) -> None:
     """Configure logging from ``conf`` (oslo.log), as every OpenStack service does.
 
@@ -212,7 +221,7 @@ def setup(conf: cfg.ConfigOpts, debug: bool = False, quiet: bool = False) -> Non
     """
     if debug:
         conf.set_override("debug", True)
-    if stderr_is_journal():
+    if stderr_is_journal() and not (_is_set(conf, "use_journal") or _is_set(conf, "use_stderr")):
         conf.set_default("use_journal", True)
         conf.set_default("use_stderr", False)
     oslo_log.setup(conf, PROJECT, __version__)

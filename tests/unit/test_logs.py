@@ -73,3 +73,26 @@ def test_stderr_is_the_journal_only_when_journal_stream_names_it(monkeypatch, tm
     assert not logs.stderr_is_journal()
     monkeypatch.delenv("JOURNAL_STREAM")
     assert not logs.stderr_is_journal()
+
+
+def test_journal_is_chosen_under_systemd_unless_the_file_says_otherwise(tmp_path, monkeypatch):
+    from oslo_log.handlers import OSJournalHandler
+
+    st = os.fstat(2)
+    monkeypatch.setenv("JOURNAL_STREAM", f"{st.st_dev}:{st.st_ino}")
+
+    def handlers(extra: str) -> set[str]:
+        ini = tmp_path / "c.conf"
+        ini.write_text(f"[DEFAULT]\nstate_path = {tmp_path}\n{extra}")
+        logs.setup(agent_config.load([str(ini)]))
+        return {type(h).__name__ for h in logging.getLogger().handlers}
+
+    try:
+        assert handlers("") == {OSJournalHandler.__name__}
+        assert handlers("use_stderr = true\n") == {"StreamHandler"}
+        assert handlers("use_journal = false\n") == {"StreamHandler"}
+        both = handlers("use_journal = true\nuse_stderr = true\n")
+        assert both == {OSJournalHandler.__name__, "StreamHandler"}
+    finally:
+        monkeypatch.delenv("JOURNAL_STREAM")
+        logs.setup(make_conf(tmp_path))
