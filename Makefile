@@ -3,19 +3,44 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+SHARE  := $(VENV)/share
+# Generated from the argparse definitions (agent/cli.py, agent/commands/): shell
+# completion (shtab) and the man page (argparse-manpage). A test checks both.
+BASH_COMPLETION := $(SHARE)/bash-completion/completions/compute-agent
+ZSH_COMPLETION  := $(SHARE)/zsh/site-functions/_compute-agent
+MANPAGE         := $(SHARE)/man/man1/compute-agent.1
+CLI_SOURCES     := agent/cli.py $(wildcard agent/commands/*.py)
 
 .PHONY: install run test lint bench clean sample-config corpus
 
-install: $(STAMP)
+install: $(STAMP) $(BASH_COMPLETION) $(ZSH_COMPLETION) $(MANPAGE)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# libvirt-python builds against the system library: its headers and pkg-config first.
 	pkg-config --exists libvirt 2>/dev/null || { apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libvirt-dev pkg-config; } >/dev/null
+	# systemd-python (oslo.log's journal handler) builds against libsystemd likewise.
+	pkg-config --exists libsystemd 2>/dev/null || { apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libsystemd-dev; } >/dev/null
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
+
+$(BASH_COMPLETION): $(STAMP) $(CLI_SOURCES)
+	mkdir -p $(@D)
+	$(BIN)/compute-agent --print-completion bash > $@.tmp && mv $@.tmp $@
+
+$(ZSH_COMPLETION): $(STAMP) $(CLI_SOURCES)
+	mkdir -p $(@D)
+	$(BIN)/compute-agent --print-completion zsh > $@.tmp && mv $@.tmp $@
+
+$(MANPAGE): $(STAMP) $(CLI_SOURCES)
+	mkdir -p $(@D)
+	$(BIN)/argparse-manpage --module agent.cli --function build_parser --prog compute-agent \
+	    --project-name compute-agent --version "$$($(BIN)/python -c 'import agent; print(agent.__version__)')" \
+	    --manual-title "compute-agent manual" \
+	    --description "keeps OpenStack Placement in step with this hypervisor" --output $@
 
 # The main job: one start-up cycle of the service on this machine's real hardware
 # (host driver) against the embedded placement, then Placement's view of it.
@@ -27,6 +52,14 @@ test: install
 	# systemd-analyze verifies systemd/compute-agent.service (tests/unit/test_systemd.py skips without it).
 	command -v systemd-analyze >/dev/null || { apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd; } >/dev/null
+	# promtool lints a real scrape of /metrics (tests/functional/test_metrics_scrape.py).
+	command -v promtool >/dev/null || { apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; } >/dev/null
+	# groff renders the generated man page, zsh parses its completion (tests/unit/test_shell_files.py).
+	command -v groff >/dev/null || { apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends groff-base; } >/dev/null
+	command -v zsh >/dev/null || { apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zsh; } >/dev/null
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 

@@ -9,15 +9,39 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+
+import shtab
 
 from agent import __version__
 from agent.commands import COMMAND_MODULES
 from agent.commands.common import EXIT_BAD_INPUT, EXIT_FAILURE
 from agent.exceptions import AgentError, ConfigError, HostDescriptionError
+
+
+def show_defaults(parser: argparse.ArgumentParser) -> None:
+    """Append ``(default: X)`` to the help of every option that has a real default.
+
+    Written into the help text itself (not by a formatter class) so that
+    every reader of the parser shows it: ``--help`` and the man page
+    argparse-manpage generates. Options whose default means "not given"
+    (None, an empty list, False for a flag) get none: "(default: None)" tells
+    the reader nothing.
+    """
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                show_defaults(sub)
+            continue
+        default = action.default
+        if not action.help or action.help is argparse.SUPPRESS or "%(default)" in action.help:
+            continue
+        if default in (None, [], False) or default is argparse.SUPPRESS:
+            continue
+        action.help += " (default: %(default)s)"
 
 
 def _commands() -> dict[str, ModuleType]:
@@ -33,9 +57,12 @@ def build_parser(commands: dict[str, ModuleType] | None = None) -> argparse.Argu
         description="Keeps the Placement service in step with this hypervisor.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    # --print-completion bash|zsh: the completion script, generated from this parser.
+    shtab.add_argument_to(parser, ["--print-completion"], help="print a shell completion script")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module in commands.items():
-        module.register(sub.add_parser(name, help=module.HELP))
+        module.register(sub.add_parser(name, help=module.HELP, description=module.HELP))
+    show_defaults(parser)
     return parser
 
 
@@ -43,12 +70,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``compute-agent`` console script; returns the exit code."""
     commands = _commands()
     args = build_parser(commands).parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if getattr(args, "debug", False) else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
     try:
         return int(commands[args.command].run(args))
+    except BrokenPipeError:
+        # The reader went away (`| head`): not an error worth a traceback. Python's
+        # advice (signal docs, "Note on SIGPIPE"): point stdout at /dev/null so the
+        # flush at exit does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_FAILURE
     except (ConfigError, HostDescriptionError) as exc:
         print(f"compute-agent {args.command}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from oslo_config import cfg
 
+from agent import logs
 from agent.exceptions import ConfigError
 from agent.names import is_standard_resource_class
 
@@ -213,6 +214,7 @@ def list_sample_opts() -> list[tuple[str, list[cfg.Opt]]]:
 def new_conf() -> cfg.ConfigOpts:
     """A fresh ConfigOpts with every option registered (nothing parsed yet)."""
     conf = cfg.ConfigOpts()
+    logs.register_options(conf)
     for group, opts in list_opts():
         conf.register_opts(opts, group=None if group == "DEFAULT" else group)
     return conf
@@ -247,12 +249,16 @@ def validate(conf: cfg.ConfigOpts) -> None:
 
 
 def load(
-    config_files: Sequence[str] = (), overrides: dict[str, dict[str, object]] | None = None
+    config_files: Sequence[str] = (),
+    overrides: dict[str, dict[str, object]] | None = None,
+    config_dirs: Sequence[str] = (),
 ) -> cfg.ConfigOpts:
     """Parse configuration files, apply overrides, and validate every value.
 
     Args:
         config_files: INI files, later ones overriding earlier ones.
+        config_dirs: directories whose ``*.conf`` files are read after
+            ``config_files``, in name order (oslo.config's ``--config-dir``).
         overrides: ``{group: {option: value}}`` set after parsing (command-line
             flags such as ``--driver``); group ``DEFAULT`` for the top level.
 
@@ -264,7 +270,12 @@ def load(
     """
     conf = new_conf()
     try:
-        conf(args=[], project="compute-agent", default_config_files=list(config_files))
+        conf(
+            args=[],
+            project="compute-agent",
+            default_config_files=list(config_files),
+            default_config_dirs=list(config_dirs),
+        )
     except cfg.ConfigFilesNotFoundError as exc:
         raise ConfigError(
             f"configuration file not found or not readable: {', '.join(exc.config_files)}"

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from rich.console import Console
 from rich.tree import Tree
 
 from agent.allocation_model import ConsumerAllocations
 from agent.discovery import NodeReport
+from agent.output import Output
 from agent.provider_tree import ProviderData, ProviderTree
 
 JSON_FORMAT = "compute-agent.discover/1"
@@ -99,13 +99,13 @@ def provider_branch(
         provider_branch(tree, child, node, usages)
 
 
-def render_tree(reports: Sequence[NodeReport], console: Console) -> None:
+def render_tree(reports: Sequence[NodeReport], console: Output) -> None:
     """Print each node's providers as a tree, then its allocations per consumer."""
     for r in reports:
         top = Tree(f"[bold underline]node {r.nodename}[/bold underline]")
         for root in r.tree.root_uuids:
             provider_branch(r.tree, root, top)
-        console.print(top)
+        console.tree(top)
         allocs = Tree(f"[bold underline]allocations on {r.nodename}[/bold underline]")
         if not r.allocations:
             allocs.add("no instance holds resources on this node")
@@ -119,4 +119,4 @@ def render_tree(reports: Sequence[NodeReport], console: Console) -> None:
                 name = r.tree.data(rp).name if r.tree.exists(rp) else rp
                 amounts = "  ".join(f"{rc}={n}" for rc, n in alloc.items())
                 branch.add(f"{name}: [cyan]{amounts}[/cyan]")
-        console.print(allocs)
+        console.tree(allocs)

@@ -44,6 +44,7 @@ from typing import Any
 
 from oslo_config import cfg
 
+from agent import logs
 from agent.commands.common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -56,6 +57,7 @@ from agent.metrics import AgentMetrics
 from agent.notify import Notifier
 from agent.placement.options import is_embedded
 from agent.placement.session import client_from_conf
+from agent.progress import Progress
 from agent.report import ReportClient
 from agent.state import StateStore, boot_id
 from agent.tracker import CycleOutcome, ResourceTracker
@@ -147,6 +149,7 @@ class Service:
             client = embedded.client(conf.placement.request_retries, conf.placement.retry_max_wait)
         else:
             client = remote
+        client.observers.append(self.metrics.on_request)
         state = StateStore(conf.state_path)
         self.tracker = ResourceTracker(conf, driver, ReportClient(client, state), state)
         self.conf = conf
@@ -208,7 +211,7 @@ class Service:
         self.notifier.ready()
 
     def run_cycle(self) -> CycleOutcome | None:
-        """Run one cycle now (the scheduler's job; ``--once`` calls it directly).
+        """Run one cycle now (the cycle worker's job; ``--once`` calls it directly).
 
         Returns:
             The outcome, or None when the cycle was fatal (see :attr:`exit_code`).
@@ -217,7 +220,9 @@ class Service:
             self._running_since = time.monotonic()
             self._early_requested = False
             try:
-                return self._cycle()
+                # One request id (req-...) on every log line of the cycle.
+                with logs.cycle_context():
+                    return self._cycle()
             finally:
                 self._running_since = None
                 if self._early_requested and not self._stop.is_set():
@@ -228,8 +233,10 @@ class Service:
             self._apply_reload()
         assert self.tracker is not None
         startup = not self._started_ok
+        client = self.tracker.report.client
         try:
-            outcome = self.tracker.update_available_resource(startup)
+            with Progress("resource-tracking cycle", count=client.total_requests):
+                outcome = self.tracker.update_available_resource(startup)
         except (ReshapeNeeded, ReshapeFailed) as exc:
             code = EXIT_RESHAPE_NEEDED if isinstance(exc, ReshapeNeeded) else EXIT_RESHAPE_FAILED
             LOG.critical("%s: %s. %s", type(exc).__name__, exc, FATAL_ADVICE[code])
@@ -260,12 +267,16 @@ class Service:
         self.cycles += 1
         self.last_outcome = outcome
         self.metrics.observe_cycle(outcome, fatal)
-        if self.tracker is not None:
-            self.metrics.observe_client(self.tracker.report.client)
-        self.notifier.status(outcome.summary())
         assert self.conf is not None
-        store = self.tracker.state if self.tracker is not None else StateStore(self.conf.state_path)
-        store.set_last_cycle(
+        state = self.tracker.state if self.tracker is not None else StateStore(self.conf.state_path)
+        for node in outcome.nodes:
+            if node.ok:
+                try:
+                    self.metrics.observe_state(node.nodename, state)
+                except (OSError, ValueError, TypeError, AttributeError) as exc:
+                    LOG.warning("node %s: inventory metrics not updated: %s", node.nodename, exc)
+        self.notifier.status(outcome.summary())
+        state.set_last_cycle(
             {
                 **outcome.to_json(),
                 "fatal": fatal,
@@ -308,6 +319,8 @@ class Service:
         """
         self._build(self._load_conf())
         assert self.conf is not None
+        # Every option in effect, as every OpenStack service logs it (secret ones as ****).
+        self.conf.log_opt_values(LOG, logging.DEBUG)
         try:
             if self.conf.metrics.listen and not once:
                 try:

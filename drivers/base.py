@@ -22,7 +22,13 @@ from agent.exceptions import ConfigError, ReshapeNeeded
 from agent.layout import LayoutPolicy, apply_layout, desired_providers, policy_from_conf
 from agent.provider_tree import ProviderTree
 from agent.reshape import describe_moves, find_moves, reshape_allocations
-from drivers.records import HostResources, Instance
+from drivers.records import (
+    REASON_NO_VFS,
+    REASON_OFFERED,
+    DeviceView,
+    HostResources,
+    Instance,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -151,6 +157,64 @@ class ComputeDriver(abc.ABC):
                 LOG.warning("node %s: configuration not checked against it: %s", nodename, exc)
                 continue
             desired_providers(host, self.policy)
+
+    def device_views(self, nodename: str) -> tuple[DeviceView, ...]:
+        """The devices of node ``nodename`` and why each is offered (``discover --devices``).
+
+        This default knows only the devices the driver's records offer (its
+        host description), all offered; a driver that reads the hardware
+        (the host driver) overrides it to show every device and why the
+        others are not offered.
+
+        Raises:
+            KeyError: ``nodename`` is not managed by this driver.
+        """
+        host = self.get_host_resources(nodename)
+        name = type(self).__name__
+        views = [
+            DeviceView(
+                address=d.address,
+                vendor_id=d.vendor_id,
+                product_id=d.product_id,
+                numa_node=d.numa_node,
+                offered=True,
+                offered_as=d.resource_class,
+                reason=f"a whole device the {name} reports",
+                reason_kind=REASON_OFFERED,
+            )
+            for d in host.pci_devices
+        ]
+        for pf in host.sriov_pfs:
+            views.append(
+                DeviceView(
+                    address=pf.address,
+                    vendor_id="",
+                    product_id="",
+                    netdevs=(pf.netdev,) if pf.netdev else (),
+                    numa_node=pf.numa_node,
+                    total_vfs=pf.total_vfs,
+                    num_vfs=pf.num_vfs,
+                    offered=bool(pf.num_vfs),
+                    offered_as="SRIOV_NET_VF" if pf.num_vfs else None,
+                    reason=f"an SR-IOV PF the {name} reports, {pf.num_vfs} VFs",
+                    reason_kind=REASON_OFFERED if pf.num_vfs else REASON_NO_VFS,
+                )
+            )
+        for gpu in host.gpus:
+            views.append(
+                DeviceView(
+                    address=gpu.address,
+                    vendor_id="",
+                    product_id="",
+                    numa_node=gpu.numa_node,
+                    mdev_types=tuple(sorted(gpu.mdev_types)),
+                    offered=True,
+                    offered_as="VGPU",
+                    reason=f"a vGPU parent the {name} reports",
+                    reason_kind=REASON_OFFERED,
+                )
+            )
+        return tuple(sorted(views, key=lambda v: v.address))
 
     def laid_out_resources(self, nodename: str) -> HostResources:
         """The hardware the last :meth:`update_provider_tree` of ``nodename`` laid out.

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import argparse
 
-from agent.commands.common import EXIT_OK, add_config_args, load_conf
+from agent.commands.common import EXIT_OK, add_config_args, add_format_arg, load_conf
+from agent.output import Output, escape
+from agent.progress import Progress
 from drivers.host.capture import capture
 from drivers.host.settings import settings_from_conf
+from drivers.host.sysfs import Recorder
 
 NAME = "capture"
 HELP = "copy the sysfs and /proc files host discovery reads into DIR"
@@ -30,12 +33,31 @@ def register(parser: argparse.ArgumentParser) -> None:
         help="capture from SRC instead of / (overrides [host_driver] sysfs_root)",
     )
     parser.add_argument("dest", metavar="DIR", help="new or empty directory to write")
+    add_format_arg(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     """Capture into ``args.dest``; print a one-line summary and any warnings."""
-    result = capture(settings_from_conf(load_conf(args)), args.dest)
+    settings = settings_from_conf(load_conf(args, quiet=False))
+    recorder = Recorder()
+    with Progress(
+        f"capture of {settings.sysfs_root}",
+        count=lambda: len(recorder.files) + len(recorder.links),
+        unit="files read",
+    ):
+        result = capture(settings, args.dest, recorder)
+    out = Output()
+    if args.format == "json":
+        out.json(
+            {
+                "dest": str(result.dest),
+                "files": result.files,
+                "links": result.links,
+                "warnings": list(result.discovery.warnings),
+            }
+        )
+        return EXIT_OK
     for warning in result.discovery.warnings:
-        print(f"warning: {warning}")
-    print(f"captured {result.files} files and {result.links} links into {result.dest}")
+        out.print(f"warning: {escape(warning)}")
+    out.print(f"captured {result.files} files and {result.links} links into {result.dest}")
     return EXIT_OK

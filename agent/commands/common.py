@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 
+import shtab
 from oslo_config import cfg
 
 from agent import config as agent_config
+from agent import logs
+from agent.exceptions import ConfigError
 from drivers import DRIVERS
 
 EXIT_OK = 0
@@ -20,16 +24,52 @@ EXIT_RESHAPE_FAILED = 5
 """``POST /reshaper`` failed; Placement is unchanged (docs/reshape.md says what to do)."""
 
 
+DEFAULT_CONFIG_FILES: tuple[str, ...] = ("/etc/compute-agent/compute-agent.conf",)
+"""Read when they exist and no ``--config-file`` is given (the unit's ConfigurationDirectory)."""
+DEFAULT_CONFIG_DIRS: tuple[str, ...] = ("/etc/compute-agent/compute-agent.conf.d",)
+"""Read when they exist and no ``--config-dir`` is given (drop-in files, name order)."""
+
+FORMATS = ("text", "json")
+
+
 def add_config_args(parser: argparse.ArgumentParser) -> None:
-    """``--config FILE`` (repeatable) and ``--debug``."""
+    """``--config-file FILE`` (alias ``--config``), ``--config-dir DIR`` and ``--debug``."""
     parser.add_argument(
+        "--config-file",
         "--config",
+        dest="config",
         action="append",
         default=[],
         metavar="FILE",
-        help="configuration file (INI); may be given more than once, later files win",
+        help="configuration file (INI); may be given more than once, later files win. "
+        "Without it: " + ", ".join(DEFAULT_CONFIG_FILES) + " when it exists",
+    ).complete = shtab.FILE
+    parser.add_argument(
+        "--config-dir",
+        dest="config_dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="directory of *.conf files read after the files, in name order. Without it: "
+        + ", ".join(DEFAULT_CONFIG_DIRS)
+        + " when it exists",
+    ).complete = shtab.DIRECTORY
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="log at DEBUG level (as [DEFAULT] debug = true; libraries stay at WARNING)",
     )
-    parser.add_argument("--debug", action="store_true", help="log at DEBUG level")
+
+
+def add_format_arg(parser: argparse.ArgumentParser, default: str = "text") -> None:
+    """``--format text|json``: for people, or a stable JSON document."""
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default=default,
+        help="text: for people (rich on a terminal, plain lines in a pipe); json: one "
+        "JSON document on stdout",
+    )
 
 
 def add_driver_args(parser: argparse.ArgumentParser) -> None:
@@ -68,10 +108,38 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, dict[str, object]
     return overrides
 
 
-def load_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
-    """Configuration from ``--config`` files with command-line overrides applied.
+def config_sources(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """The configuration files and directories to read: the given ones, else the defaults.
+
+    Raises:
+        ConfigError: a ``--config-dir`` does not exist.
+    """
+    files = list(getattr(args, "config", []) or [])
+    dirs = list(getattr(args, "config_dir", []) or [])
+    for d in dirs:
+        if not os.path.isdir(d):
+            raise ConfigError(f"configuration directory not found: {d}")
+    if not files:
+        files = [f for f in DEFAULT_CONFIG_FILES if os.path.isfile(f)]
+    if not dirs:
+        dirs = [d for d in DEFAULT_CONFIG_DIRS if os.path.isdir(d)]
+    return files, dirs
+
+
+def load_conf(args: argparse.Namespace, quiet: bool = True) -> cfg.ConfigOpts:
+    """Configuration from the configuration files with command-line overrides applied.
+
+    Logging is set up from it (oslo.log: ``[DEFAULT] debug``, ``log_file``,
+    ``use_journal`` ...), so it is called again on SIGHUP to re-read both.
+
+    Args:
+        args: the parsed command line.
+        quiet: keep the log at WARNING unless debugging (read-only commands).
 
     Raises:
         ConfigError: a file is missing or a value is invalid.
     """
-    return agent_config.load(args.config, overrides_from_args(args))
+    files, dirs = config_sources(args)
+    conf = agent_config.load(files, overrides_from_args(args), dirs)
+    logs.setup(conf, debug=bool(getattr(args, "debug", False)), quiet=quiet)
+    return conf

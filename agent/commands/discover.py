@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-
-from rich.console import Console
 
 from agent.commands.common import EXIT_OK, add_config_args, add_driver_args, load_conf
 from agent.discovery import discover
+from agent.output import Output
+from agent.pci_ids import SEARCH_PATHS, PciIds
 from agent.render import json_document, render_tree
+from agent.render_devices import devices_document, render_devices
 from agent.state import StateStore
 from drivers import load_driver
 
@@ -27,21 +26,49 @@ def register(parser: argparse.ArgumentParser) -> None:
     add_config_args(parser)
     add_driver_args(parser)
     parser.add_argument(
+        "--devices",
+        action="store_true",
+        help="show every PCI device instead (address, vendor:product with names from "
+        "pci.ids, class, driver, netdev, NUMA node, VFs, mdev types) and why each is or "
+        "is not offered",
+    )
+    parser.add_argument(
+        "--pci-ids",
+        metavar="FILE",
+        help="PCI ID database for --devices names (default: the first of "
+        + ", ".join(SEARCH_PATHS)
+        + " that exists; without one, ids only)",
+    )
+    parser.add_argument(
         "--format",
-        choices=("tree", "json"),
+        choices=("tree", "text", "json"),
         default="tree",
-        help="tree: for people; json: stable, documented in docs/discover.md",
+        help="tree (or text): for people (rich on a terminal, plain indented lines in a "
+        "pipe); json: stable, documented in docs/discover.md",
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the tree and allocations of every node of the configured driver."""
+    """Print the tree and allocations (or the devices) of every node of the configured driver.
+
+    Raises:
+        OSError: the ``--pci-ids`` file cannot be read.
+    """
     conf = load_conf(args)
     driver = load_driver(conf.compute.driver, conf)
+    out = Output()
+    if args.devices:
+        names = PciIds.load([args.pci_ids] if args.pci_ids else SEARCH_PATHS)
+        nodes = [(n, driver.device_views(n)) for n in driver.get_nodenames()]
+        document = devices_document(nodes, conf.compute.driver, names)
+        if args.format == "json":
+            out.json(document)
+        else:
+            render_devices(document, out)
+        return EXIT_OK
     reports = discover(driver, StateStore(conf.state_path))
     if args.format == "json":
-        json.dump(json_document(reports, conf.compute.driver), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        out.json(json_document(reports, conf.compute.driver))
     else:
-        render_tree(reports, Console())
+        render_tree(reports, out)
     return EXIT_OK

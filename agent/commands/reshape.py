@@ -13,6 +13,7 @@ import argparse
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from oslo_config import cfg
 
@@ -22,14 +23,18 @@ from agent.commands.common import (
     EXIT_RESHAPE_FAILED,
     add_config_args,
     add_driver_args,
+    add_format_arg,
     load_conf,
 )
 from agent.embedded import EmbeddedPlacement
 from agent.exceptions import ReshapeFailed
+from agent.logs import cycle_context
+from agent.output import Output, escape
 from agent.placement.client import PlacementClient
 from agent.placement.connect import placement_client
+from agent.progress import Progress
 from agent.report import ReportClient
-from agent.reshape import outcome_lines, reshape_node
+from agent.reshape import ReshapeOutcome, outcome_lines, reshape_node
 from agent.state import StateStore
 from drivers import load_driver
 
@@ -66,8 +71,9 @@ def register(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=3,
         metavar="N",
-        help="POST /reshaper attempts when another writer conflicts (default: 3)",
+        help="POST /reshaper attempts when another writer conflicts",
     )
+    add_format_arg(parser)
 
 
 @contextmanager
@@ -80,30 +86,69 @@ def _placement(conf: cfg.ConfigOpts, database: str | None) -> Iterator[Placement
             yield client
 
 
+def _document(outcome: ReshapeOutcome) -> dict[str, Any]:
+    """One node's outcome as ``--format json`` shows it."""
+    return {
+        "nodename": outcome.nodename,
+        "needed": outcome.needed,
+        "reason": outcome.reason,
+        "dry_run": outcome.dry_run,
+        "attempts": outcome.attempts,
+        "placement_requests": outcome.requests,
+        "provider_names": outcome.provider_names,
+        "inventories_before": outcome.inventories_before,
+        "inventories_after": outcome.inventories_after,
+        "allocations_before": outcome.allocations_before,
+        "allocations_after": outcome.allocations_after,
+        "placed_by": outcome.placed_by,
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     """Reshape (or show what would move for) every node; the exit code says how it went."""
-    conf = load_conf(args)
+    conf = load_conf(args, quiet=False)
     if args.attempts < 1:
         print("compute-agent reshape: --attempts must be at least 1", file=sys.stderr)
         return EXIT_BAD_INPUT
     driver = load_driver(conf.compute.driver, conf)
+    out = Output()
+    as_json = args.format == "json"
+    nodes: list[dict[str, Any]] = []
     code = EXIT_OK
-    with _placement(conf, args.placement_db) as client:
+    with _placement(conf, args.placement_db) as client, cycle_context():
         report = ReportClient(client, StateStore(conf.state_path))
         for nodename in driver.get_nodenames():
             # Offline, a node Placement does not know is not created: nothing to move.
-            if report.read_tree(nodename) is None:
-                print(f"node {nodename}: Placement has no compute node of this name; no reshape")
+            with Progress(f"reshape of node {nodename}", count=client.total_requests):
+                known = report.read_tree(nodename) is not None
+                try:
+                    outcome = (
+                        reshape_node(
+                            report, driver, nodename, attempts=args.attempts, dry_run=args.dry_run
+                        )
+                        if known
+                        else None
+                    )
+                except ReshapeFailed as exc:
+                    print(f"node {nodename}: reshape failed: {exc}", file=sys.stderr)
+                    nodes.append({"nodename": nodename, "failed": str(exc)})
+                    code = EXIT_RESHAPE_FAILED
+                    continue
+            if outcome is None:
+                nodes.append({"nodename": nodename, "in_placement": False})
+                if not as_json:
+                    out.print(
+                        f"node {escape(nodename)}: Placement has no compute node of this name; "
+                        "no reshape"
+                    )
                 continue
-            try:
-                outcome = reshape_node(
-                    report, driver, nodename, attempts=args.attempts, dry_run=args.dry_run
-                )
-            except ReshapeFailed as exc:
-                print(f"node {nodename}: reshape failed: {exc}", file=sys.stderr)
-                code = EXIT_RESHAPE_FAILED
-                continue
-            for line in outcome_lines(outcome):
-                print(line)
-        print(f"{client.total_requests()} placement requests")
+            nodes.append(_document(outcome))
+            if not as_json:
+                for line in outcome_lines(outcome):
+                    out.print(escape(line))
+        requests = client.total_requests()
+    if as_json:
+        out.json({"nodes": nodes, "placement_requests": requests})
+    else:
+        out.print(f"{requests} placement requests")
     return code

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 
 from agent.commands.common import add_config_args, add_driver_args, load_conf
 from agent.service import Service
@@ -32,10 +31,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the service until stopped (or one cycle with ``--once``); its exit code."""
-    if not args.debug:
-        # A service's log says what each cycle did; the CLI default is quieter.
-        logging.getLogger().setLevel(logging.INFO)
-        # The embedded placement's per-request and migration lines drown the agent's own.
-        for noisy in ("placement", "alembic"):
-            logging.getLogger(noisy).setLevel(logging.WARNING)
-    return Service(lambda: load_conf(args)).run(once=args.once)
+    # quiet=False: a service's log says what each cycle did (INFO); library noise
+    # (the embedded Placement's per-request lines, alembic) stays at WARNING
+    # through [DEFAULT] default_log_levels.
+    return Service(lambda: load_conf(args, quiet=False)).run(once=args.once)

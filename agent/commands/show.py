@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from rich.console import Console
 from rich.tree import Tree
 
 from agent.commands.common import (
@@ -12,12 +12,14 @@ from agent.commands.common import (
     EXIT_OK,
     add_config_args,
     add_driver_args,
+    add_format_arg,
     load_conf,
 )
 from agent.exceptions import ReshapeNeeded
+from agent.output import Output, escape
 from agent.placement.connect import placement_client
 from agent.provider_tree import ProviderTree
-from agent.render import provider_branch
+from agent.render import provider_branch, provider_document
 from agent.report import ReportClient
 from agent.state import StateStore
 from agent.tree_diff import diff_trees
@@ -39,6 +41,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--check", action="store_true", help=f"exit {EXIT_DRIFT} when there is drift"
     )
+    add_format_arg(parser)
 
 
 def drift_lines(held: ProviderTree, desired: ProviderTree) -> list[str]:
@@ -74,35 +77,57 @@ def run(args: argparse.Namespace) -> int:
     """Print each node's providers from Placement, then the drift."""
     conf = load_conf(args)
     driver = load_driver(conf.compute.driver, conf)
-    console = Console()
+    out = Output()
+    as_json = args.format == "json"
+    nodes: list[dict[str, Any]] = []
     drift = False
     with placement_client(conf) as client:
         report = ReportClient(client, StateStore(conf.state_path))
         for nodename in driver.get_nodenames():
             held = report.read_tree(nodename)
             if held is None:
-                console.print(f"node {nodename}: Placement has no compute node of this name")
+                nodes.append({"nodename": nodename, "in_placement": False, "providers": []})
+                nodes[-1]["drift"] = ["Placement has no compute node of this name"]
+                if not as_json:
+                    out.print(f"node {escape(nodename)}: {nodes[-1]['drift'][0]}")
                 drift = True
                 continue
             usages = {
                 u: client.get("/resource_providers/{uuid}/usages", uuid=u)["usages"]
                 for u in held.get_provider_uuids()
             }
-            top = Tree(f"[bold underline]node {nodename} in Placement[/bold underline]")
-            for root in held.root_uuids:
-                provider_branch(held, root, top, usages)
-            console.print(top)
             desired = held.copy()
             try:
                 driver.update_provider_tree(desired, nodename)
+                lines = drift_lines(held, desired)
             except ReshapeNeeded as exc:
-                console.print(f"[yellow]drift[/yellow]: a reshape is needed: {exc}")
-                drift = True
-                continue
-            lines = drift_lines(held, desired)
+                lines = [f"a reshape is needed: {exc}"]
             drift = drift or bool(lines)
+            nodes.append(
+                {
+                    "nodename": nodename,
+                    "in_placement": True,
+                    "providers": [
+                        {
+                            **provider_document(p),
+                            "generation": p.generation,
+                            "usages": dict(usages.get(p.uuid, {})),
+                        }
+                        for p in held.all_data()
+                    ],
+                    "drift": lines,
+                }
+            )
+            if as_json:
+                continue
+            top = Tree(f"[bold underline]node {escape(nodename)} in Placement[/bold underline]")
+            for root in held.root_uuids:
+                provider_branch(held, root, top, usages)
+            out.tree(top)
             if not lines:
-                console.print("no drift: Placement matches what the driver reports")
+                out.print("no drift: Placement matches what the driver reports")
             for line in lines:
-                console.print(f"[yellow]drift[/yellow]: {line}")
+                out.print(f"[yellow]drift[/yellow]: {escape(line)}")
+    if as_json:
+        out.json({"nodes": nodes, "drift": drift})
     return EXIT_DRIFT if drift and args.check else EXIT_OK

@@ -11,13 +11,14 @@ recorded in ``state_path``. Ages are measured on the monotonic clock.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
-from agent.commands.common import add_config_args, load_conf
+from agent.commands.common import add_config_args, add_format_arg, load_conf
+from agent.output import Output, escape
 from agent.state import StateStore, record_age
 
 NAME = "status"
@@ -31,7 +32,14 @@ STATUS_UNKNOWN = 3
 
 def register(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``status``."""
-    parser.description = __doc__.split("\n\n", 1)[1].replace("\n", " ")
+    parser.description = (
+        "Print the outcome of the last resource-tracking cycle. Exit codes follow the "
+        "monitoring-plugin convention (Nagios, Icinga, Sensu): 0 the last cycle succeeded "
+        "recently; 1 it is stale (older than [DEFAULT] status_max_age, three update "
+        "intervals by default: the service is stuck or stopped, or cannot save its state) or "
+        "degraded (a write was refused, or the state could not be saved); 2 it failed; 3 no "
+        "cycle is recorded in the state directory. Ages are measured on the monotonic clock."
+    )
     add_config_args(parser)
     parser.add_argument(
         "--max-age",
@@ -39,48 +47,81 @@ def register(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="stale after this many seconds (overrides [DEFAULT] status_max_age)",
     )
-    parser.add_argument("--json", action="store_true", help="print the stored record as JSON")
+    add_format_arg(parser)
+    parser.add_argument(
+        "--json",
+        dest="format",
+        action="store_const",
+        const="json",
+        help="same as --format json",
+    )
+
+
+def _document(
+    status: str, code: int, record: dict[str, Any] | None, **extra: Any
+) -> dict[str, Any]:
+    """The --format json document: the status, the exit code, extra figures, the record."""
+    return {"status": status, "exit_code": code, **extra, "last_cycle": record}
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the last cycle's outcome; the monitoring exit code."""
     conf = load_conf(args)
+    out = Output()
+    as_json = args.format == "json"
     record = StateStore(conf.state_path).last_cycle()
     if record is None:
-        print(f"UNKNOWN: no cycle recorded in {conf.state_path} (has the service run?)")
+        if as_json:
+            out.json(_document("UNKNOWN", STATUS_UNKNOWN, None))
+        else:
+            out.print(f"UNKNOWN: no cycle recorded in {conf.state_path} (has the service run?)")
         return STATUS_UNKNOWN
-    if args.json:
-        print(json.dumps(record, indent=2, sort_keys=True))
     max_age = args.max_age or conf.status_max_age or 3 * conf.update_interval
     age = record_age(record, time.time(), time.monotonic())
     summary = record.get("summary", "")
-    if not record.get("ok"):
+    # Records of older agents have "ok" only.
+    outcome = record.get("status") or ("ok" if record.get("ok") else "failed")
+    if outcome == "failed":
+        status, code = "FAILED", STATUS_FAILED
+    elif age > max_age:
+        status, code = "STALE", STATUS_STALE
+    elif outcome == "degraded":
+        status, code = "DEGRADED", STATUS_STALE
+    else:
+        status, code = "OK", STATUS_OK
+    if as_json:
+        out.json(
+            _document(status, code, record, age_seconds=round(age, 3), max_age_seconds=max_age)
+        )
+        return code
+    if status == "FAILED":
         fatal = " (fatal: the service stopped)" if record.get("fatal") else ""
-        print(f"FAILED{fatal}, {age:.0f} s ago: {summary}")
+        out.print(f"FAILED{fatal}, {age:.0f} s ago: {escape(summary)}")
         for node in record.get("nodes", []):
             if not node.get("ok"):
-                print(f"  {node.get('nodename')}: {node.get('error')}")
-        return STATUS_FAILED
-    if age > max_age:
+                name, error = str(node.get("nodename")), str(node.get("error"))
+                out.print(f"  {escape(name)}: {escape(error)}")
+    elif status == "STALE":
+        out.print(
+            f"STALE: last cycle finished {age:.0f} s ago (limit {max_age} s): {escape(summary)}"
+        )
         cause = _state_dir_problem(Path(conf.state_path))
-        print(f"STALE: last cycle finished {age:.0f} s ago (limit {max_age} s): {summary}")
         if cause:
-            print(f"  {cause}: cycles may run but cannot be recorded")
-        return STATUS_STALE
-    if record.get("status") == "degraded":
-        print(f"DEGRADED, {age:.0f} s ago: {summary}")
+            out.print(f"  {escape(cause)}: cycles may run but cannot be recorded")
+    elif status == "DEGRADED":
+        out.print(f"DEGRADED, {age:.0f} s ago: {escape(summary)}")
         for node in record.get("nodes", []):
             for problem in node.get("problems", []):
-                print(f"  {node.get('nodename')}: {problem}")
-        return STATUS_STALE
-    print(f"OK, {age:.0f} s ago: {summary}")
-    return STATUS_OK
+                out.print(f"  {escape(str(node.get('nodename')))}: {escape(str(problem))}")
+    else:
+        out.print(f"OK, {age:.0f} s ago: {escape(summary)}")
+    return code
 
 
 def _state_dir_problem(path: Path) -> str:
-    """Why the service cannot write ``path`` (read-only, full), or empty."""
-    if not os.access(path, os.W_OK):
-        return f"state directory {path} is not writable"
+    """Why the service cannot write ``path`` (read-only, full, not a directory), or empty."""
+    if not path.is_dir() or not os.access(path, os.W_OK):
+        return f"state directory {path} is not a writable directory"
     if shutil.disk_usage(path).free < 1024 * 1024:
         return f"state directory {path} is full"
     return ""

@@ -1,22 +1,25 @@
-"""``compute-agent sync --once``: discover and write the tree to Placement once."""
+"""``compute-agent sync``: discover and write the tree to Placement once."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
-
-from rich.console import Console
+from typing import Any
 
 from agent.commands.common import (
     EXIT_OK,
     EXIT_RESHAPE_FAILED,
     add_config_args,
     add_driver_args,
+    add_format_arg,
     load_conf,
 )
 from agent.exceptions import ReshapeFailed
+from agent.logs import cycle_context
+from agent.output import Output, escape
 from agent.placement.connect import placement_client
+from agent.progress import Progress
 from agent.report import ReportClient
 from agent.reshape import reshape_node
 from agent.state import StateStore
@@ -36,41 +39,63 @@ def register(parser: argparse.ArgumentParser) -> None:
     )
     add_config_args(parser)
     add_driver_args(parser)
+    add_format_arg(parser)
     parser.add_argument(
         "--once",
         action="store_true",
-        required=True,
-        help="write once and exit (the periodic service is `compute-agent run`)",
+        help="accepted for compatibility: sync always writes once and exits (the periodic "
+        "service is 'compute-agent run')",
     )
 
 
 def run(args: argparse.Namespace) -> int:
     """Sync every node of the driver; print what was written and the request count."""
-    conf = load_conf(args)
+    conf = load_conf(args, quiet=False)
     driver = load_driver(conf.compute.driver, conf)
-    console = Console()
-    with placement_client(conf) as client:
+    out = Output()
+    nodes: list[dict[str, Any]] = []
+    with placement_client(conf) as client, cycle_context():
         report = ReportClient(client, StateStore(conf.state_path))
         for nodename in driver.get_nodenames():
-            # The start-up algorithm (docs/reshape.md): reshape first when needed.
-            try:
-                outcome = reshape_node(report, driver, nodename)
-            except ReshapeFailed as exc:
-                # plain print: Placement's message may hold brackets rich would parse
-                print(f"compute-agent sync: {nodename}: reshape failed: {exc}", file=sys.stderr)
-                return EXIT_RESHAPE_FAILED
-            tree = outcome.tree
-            assert tree is not None  # not a dry run: the root was ensured
-            if outcome.reshaped and outcome.result is not None:
-                result = outcome.result
-            else:
-                result = report.update_from_provider_tree(tree)
-            console.print(
-                f"{nodename}: {len(tree)} providers; created {result.created}, removed "
+            # A cold sync of a large tree takes a while: a bar, or a log line now and then.
+            with Progress(f"sync of node {nodename}", count=client.total_requests):
+                # The start-up algorithm (docs/reshape.md): reshape first when needed.
+                try:
+                    outcome = reshape_node(report, driver, nodename)
+                except ReshapeFailed as exc:
+                    # plain print: Placement's message may hold brackets rich would parse
+                    print(f"compute-agent sync: {nodename}: reshape failed: {exc}", file=sys.stderr)
+                    return EXIT_RESHAPE_FAILED
+                tree = outcome.tree
+                assert tree is not None  # not a dry run: the root was ensured
+                if outcome.reshaped and outcome.result is not None:
+                    result = outcome.result
+                else:
+                    result = report.update_from_provider_tree(tree)
+            node = {
+                "nodename": nodename,
+                "providers": len(tree),
+                "created": result.created,
+                "removed": result.removed,
+                "inventories": result.inventories,
+                "traits": result.traits,
+                "aggregates": result.aggregates,
+                "reshaped": result.reshaped,
+                "errors": list(result.errors),
+            }
+            nodes.append(node)
+            if args.format == "json":
+                continue
+            out.print(
+                f"{escape(nodename)}: {len(tree)} providers; created {result.created}, removed "
                 f"{result.removed}, inventories {result.inventories}, traits {result.traits}, "
                 f"aggregates {result.aggregates}" + (", reshaped" if result.reshaped else "")
             )
             for line in result.errors:
-                console.print(f"  [red]not written[/red]: {line}")
-        console.print(f"{client.total_requests()} placement requests")
+                out.print(f"  [red]not written[/red]: {escape(line)}")
+        requests = client.total_requests()
+    if args.format == "json":
+        out.json({"nodes": nodes, "placement_requests": requests})
+    else:
+        out.print(f"{requests} placement requests")
     return EXIT_OK

@@ -8,7 +8,8 @@
 - Transport errors and 502/503/504 are retried with tenacity (exponential
   backoff with jitter, bounded); 4xx never.
 - Every request is counted by method and path template (``/resource_providers/{uuid}``)
-  for benchmarks and metrics.
+  for benchmarks and metrics; :attr:`PlacementClient.observers` are told of
+  each answer (with its latency), each retry and each generation conflict.
 """
 
 from __future__ import annotations
@@ -17,21 +18,48 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import tenacity
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import session as ks_session
 
-from agent.placement.errors import MicroversionTooLow, PlacementUnavailable, parse_error
+from agent.placement.errors import (
+    GenerationConflict,
+    MicroversionTooLow,
+    PlacementUnavailable,
+    parse_error,
+)
 
 LOG = logging.getLogger(__name__)
 
 MIN_MICROVERSION = (1, 30)
 MAX_MICROVERSION = (1, 39)
 RETRY_STATUSES = frozenset({502, 503, 504})
+
+
+@dataclass(frozen=True, slots=True)
+class RequestEvent:
+    """Something that happened to one request, for :attr:`PlacementClient.observers`.
+
+    Attributes:
+        kind: ``"answer"`` (one try ended: answered, or no answer),
+            ``"retry"`` (another try follows) or ``"conflict"`` (Placement
+            answered 409 ``placement.concurrent_update``).
+        method: HTTP method.
+        template: the path template, e.g. ``/resource_providers/{uuid}/inventories``.
+        status: the HTTP status as text, or ``"transport"`` when nothing came back.
+        seconds: how long the try took (``"answer"`` only; 0 otherwise).
+    """
+
+    kind: Literal["answer", "retry", "conflict"]
+    method: str
+    template: str
+    status: str
+    seconds: float = 0.0
 
 
 class _Retry(Exception):
@@ -79,6 +107,12 @@ class PlacementClient:
         self.statuses: Counter[tuple[str, str]] = Counter()
         self._count_lock = threading.Lock()
         self._microversion: str | None = None
+        self.observers: list[Callable[[RequestEvent], None]] = []
+        """Called in the requesting thread after each try, retry and conflict; keep them cheap."""
+
+    def _tell(self, event: RequestEvent) -> None:
+        for observer in self.observers:
+            observer(event)
 
     @classmethod
     def for_endpoint(
@@ -211,6 +245,15 @@ class PlacementClient:
         with self._count_lock:
             return sum(self.counts.values())
 
+    def _retrying(
+        self, method: str, template: str, path: str, state: tenacity.RetryCallState
+    ) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        code = getattr(exc, "status", 0)
+        status = str(code) if code else "transport"
+        self._tell(RequestEvent("retry", method, template, status))
+        LOG.warning("placement %s %s failed (%s); retrying", method, path, exc)
+
     def _send(
         self,
         method: str,
@@ -228,6 +271,7 @@ class PlacementClient:
             self._check_bounds(method, path)
             with self._count_lock:
                 self.counts[(method, template)] += 1
+            start = time.monotonic()
             try:
                 resp = self.adapter.request(
                     path,
@@ -240,9 +284,14 @@ class PlacementClient:
             except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.RequestTimeout) as exc:
                 with self._count_lock:
                     self.statuses[(method, "transport")] += 1
+                self._tell(
+                    RequestEvent("answer", method, template, "transport", time.monotonic() - start)
+                )
                 raise _Retry(0, f"{type(exc).__name__}: {_no_secrets(exc)}") from exc
+            status = str(resp.status_code)
             with self._count_lock:
-                self.statuses[(method, str(resp.status_code))] += 1
+                self.statuses[(method, status)] += 1
+            self._tell(RequestEvent("answer", method, template, status, time.monotonic() - start))
             if resp.status_code in RETRY_STATUSES:
                 raise _Retry(resp.status_code, resp.text[:200])
             return resp
@@ -253,9 +302,7 @@ class PlacementClient:
             wait=tenacity.wait_random_exponential(multiplier=0.25, max=self.retry_max_wait),
             # A wait that SIGTERM ends at once (Event.wait measures monotonic time).
             sleep=self.abort.wait,
-            before_sleep=lambda state: LOG.warning(
-                "placement %s %s failed (%s); retrying", method, path, state.outcome.exception()
-            ),
+            before_sleep=lambda state: self._retrying(method, template, path, state),
             reraise=True,
         )
         try:
@@ -291,7 +338,10 @@ class PlacementClient:
                 body: Any = resp.json()
             except ValueError:
                 body = resp.text
-            raise parse_error(resp.status_code, body, method, path)
+            error = parse_error(resp.status_code, body, method, path)
+            if isinstance(error, GenerationConflict):
+                self._tell(RequestEvent("conflict", method, template, str(resp.status_code)))
+            raise error
         if resp.status_code == 204 or not resp.content:
             return None
         try:

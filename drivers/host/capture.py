@@ -134,12 +134,16 @@ def write_capture(recorder: Recorder, dest: Path) -> tuple[int, int]:
     return len(recorder.files) + len(recorder.blobs), len(recorder.links)
 
 
-def capture(settings: HostSettings, dest: str | os.PathLike[str]) -> CaptureResult:
+def capture(
+    settings: HostSettings, dest: str | os.PathLike[str], recorder: Recorder | None = None
+) -> CaptureResult:
     """Run discovery on ``settings.sysfs_root`` and copy what it read into ``dest``.
 
     Args:
         settings: the host driver's settings (the source root among them).
         dest: a directory that does not exist yet or is empty.
+        recorder: records what discovery reads; pass one to watch it grow
+            (a progress display); a new one by default.
 
     Raises:
         ConfigError: ``dest`` exists and is not an empty directory.
@@ -148,7 +152,7 @@ def capture(settings: HostSettings, dest: str | os.PathLike[str]) -> CaptureResu
     out = Path(dest)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"capture destination {out} exists and is not an empty directory")
-    recorder = Recorder()
+    recorder = recorder if recorder is not None else Recorder()
     discovery = discover_host(settings, SysfsReader(settings.sysfs_root, recorder))
     out.mkdir(parents=True, exist_ok=True)
     files, links = write_capture(recorder, out)

@@ -15,6 +15,7 @@ Sources: ``/sys/devices/system/cpu/online`` and ``cpu*/topology/``
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -166,6 +167,13 @@ def read_topology(root: Root) -> CpuTopology:
         SysfsError: no online CPU can be found at all.
     """
     reader = as_reader(root)
+    if not os.path.isdir(reader.path(CPU_DIR)):
+        # Nothing to fall back on: one error, not a warning per missing file first.
+        raise SysfsError(
+            reader.path(CPU_DIR),
+            "no online CPU could be read (is the root a sysfs tree holding "
+            "sys/devices/system/cpu?)",
+        )
     try:
         present = frozenset(int(n[3:]) for n in reader.listdir(CPU_DIR, _CPU_RE) or ())
     except SysfsError as exc:

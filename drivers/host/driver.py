@@ -11,10 +11,11 @@ from collections.abc import Callable
 from oslo_config import cfg
 
 from drivers.base import SingleNodeDriver
+from drivers.host.devices import device_views
 from drivers.host.discovery import Discovery, discover_host
 from drivers.host.hotplug import HotplugMonitor
 from drivers.host.settings import HostSettings, settings_from_conf
-from drivers.records import HostResources, Instance
+from drivers.records import DeviceView, HostResources, Instance
 
 
 class HostDriver(SingleNodeDriver):
@@ -46,6 +47,16 @@ class HostDriver(SingleNodeDriver):
         """What the host has right now (a fresh discovery on every call)."""
         self._check(nodename)
         return self.discover().resources
+
+    def device_views(self, nodename: str) -> tuple[DeviceView, ...]:
+        """Every PCI function of the host and why it is or is not offered (a fresh discovery).
+
+        Raises:
+            KeyError: ``nodename`` is not this host.
+            ConfigError, SysfsError, OSError: see :func:`discover_host`.
+        """
+        self._check(nodename)
+        return device_views(self.discover(), self.settings)
 
     def watch(self, callback: Callable[[], None]) -> HotplugMonitor | None:
         """Call ``callback`` (debounced) when udev reports PCI, network or mdev devices changing.

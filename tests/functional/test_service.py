@@ -144,7 +144,9 @@ def test_placement_down_for_several_cycles_then_back(tmp_path, served):
         def failed_cycles() -> float:
             text = requests.get(metrics_url, timeout=5).text
             for line in text.splitlines():
-                if line.startswith('compute_agent_cycles_total{outcome="failed"}'):
+                if line.startswith(
+                    'compute_agent_cycles_total{nodename="big-host",outcome="failed"}'
+                ):
                     return float(line.split()[-1])
             return 0.0
 

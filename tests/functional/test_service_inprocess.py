@@ -6,6 +6,7 @@ Placement, with the fake driver under its own nodename.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from types import SimpleNamespace
@@ -13,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from agent import config as agent_config
+from agent import progress as progress_module
 from agent.commands.common import EXIT_OK
 from agent.service import Service
 from drivers.fake import FakeDriver
@@ -109,3 +111,26 @@ def test_udev_events_run_one_early_cycle_and_never_two_at_once(service):
     service.svc.request_cycle()
     wait_cycles(service.svc, 4)
     assert not WatchedFakeDriver.overlap
+
+
+def test_a_long_cycle_logs_its_progress(service, monkeypatch):
+    """A cycle longer than the progress delay says it is still running (no terminal here)."""
+    wait_cycles(service.svc, 1)
+    monkeypatch.setattr(progress_module, "DEFAULT_DELAY", 0.05)
+    monkeypatch.setattr(progress_module, "DEFAULT_INTERVAL", 0.1)
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger("agent.progress")
+    logger.addHandler(handler)
+    old_level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        service.svc.request_cycle()  # the driver takes 0.2 s per node
+        wait_cycles(service.svc, 2)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+    messages = [r.getMessage() for r in records]
+    assert messages and messages[0].startswith("resource-tracking cycle: still running after")
+    assert "placement requests" in messages[0]

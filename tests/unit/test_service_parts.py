@@ -7,9 +7,8 @@ import pytest
 from agent.allocation_model import ProviderAllocations
 from agent.audit import AuditRecord
 from agent.exceptions import ConfigError
-from agent.metrics import AgentMetrics, parse_listen
+from agent.metrics import parse_listen
 from agent.notify import Notifier
-from agent.tracker import CycleOutcome, NodeOutcome
 
 
 @pytest.mark.parametrize(
@@ -45,28 +44,3 @@ def test_audit_record_round_trip_and_corrupt_state():
     assert AuditRecord.from_json(record.to_json()) == record
     assert AuditRecord.from_json({"instances": 3}) == AuditRecord()
     assert AuditRecord.from_json(None) == AuditRecord()
-
-
-def test_metrics_count_cycles_and_requests():
-    class Client:
-        def __init__(self) -> None:
-            self.statuses = {("GET", "200"): 3, ("PUT", "409"): 1}
-
-    metrics = AgentMetrics()
-    ok = CycleOutcome(startup=True, started=100.0, duration=0.5)
-    ok.nodes.append(NodeOutcome("cn", providers=4, allocations_written=["a", "b"]))
-    metrics.observe_cycle(ok)
-    failed = CycleOutcome(startup=False, started=200.0, duration=1.0, error="boom")
-    metrics.observe_cycle(failed)
-    client = Client()
-    metrics.observe_client(client)
-    client.statuses = {("GET", "200"): 5, ("PUT", "409"): 1}
-    metrics.observe_client(client)
-    value = metrics.registry.get_sample_value
-    assert value("compute_agent_cycles_total", {"outcome": "ok"}) == 1
-    assert value("compute_agent_cycles_total", {"outcome": "failed"}) == 1
-    assert value("compute_agent_last_success_timestamp_seconds") == 100.5
-    assert value("compute_agent_providers", {"nodename": "cn"}) == 4
-    assert value("compute_agent_allocations_written_total") == 2
-    assert value("compute_agent_placement_requests_total", {"method": "GET", "status": "200"}) == 5
-    assert value("compute_agent_placement_requests_total", {"method": "PUT", "status": "409"}) == 1
