@@ -16,6 +16,7 @@ import importlib
 import re
 import socket
 from collections.abc import Sequence
+from pathlib import Path
 
 from oslo_config import cfg
 
@@ -284,6 +285,12 @@ def load(
         raise ConfigError(f"configuration file {exc.config_file}: {exc.msg}") from None
     except cfg.Error as exc:
         raise ConfigError(f"configuration: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"configuration file {_undecodable(config_files, config_dirs)}: byte "
+            f"{exc.object[exc.start]:#04x} at offset {exc.start} is not UTF-8; save the file "
+            "as UTF-8"
+        ) from None
     for group, values in (overrides or {}).items():
         for name, value in values.items():
             try:
@@ -291,7 +298,37 @@ def load(
             except (cfg.NoSuchOptError, ValueError) as exc:
                 raise ConfigError(f"[{group}] {name}: {exc}") from None
     validate(conf)
+    _check_state_path(conf)
     return conf
+
+
+def _undecodable(config_files: Sequence[str], config_dirs: Sequence[str]) -> str:
+    """The first configuration file that is not UTF-8 (oslo.config's error does not say)."""
+    paths = [Path(f) for f in config_files]
+    for d in config_dirs:
+        paths += sorted(Path(d).glob("*.conf")) if Path(d).is_dir() else []
+    for path in paths:
+        try:
+            path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError:
+            return str(path)
+        except OSError:
+            continue
+    return "(one of " + ", ".join(map(str, paths)) + ")"
+
+
+def _check_state_path(conf: cfg.ConfigOpts) -> None:
+    """``state_path`` must be a directory or not exist yet (it is created on first write).
+
+    Raises:
+        ConfigError: it names something else (a file).
+    """
+    path = Path(conf.state_path)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(
+            f"[DEFAULT] state_path = {path} is not a directory; point it at a directory "
+            "(created when missing) or remove the file"
+        )
 
 
 def resource_class_renames(conf: cfg.ConfigOpts) -> dict[str, str]:

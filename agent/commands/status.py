@@ -79,8 +79,11 @@ def run(args: argparse.Namespace) -> int:
     max_age = args.max_age or conf.status_max_age or 3 * conf.update_interval
     age = record_age(record, time.time(), time.monotonic())
     summary = record.get("summary", "")
-    # Records of older agents have "ok" only.
-    outcome = record.get("status") or ("ok" if record.get("ok") else "failed")
+    # "ok" is true only for an ok cycle; records of older agents have no "status".
+    if record.get("ok"):
+        outcome = "ok"
+    else:
+        outcome = "degraded" if record.get("status") == "degraded" else "failed"
     if outcome == "failed":
         status, code = "FAILED", STATUS_FAILED
     elif age > max_age:

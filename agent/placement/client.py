@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -280,6 +281,11 @@ class PlacementClient:
                     params=dict(params) if params else None,
                     headers=headers,
                     raise_exc=False,
+                    # keystoneauth's Adapter otherwise queues every request behind a
+                    # FairSemaphore scheduled by the wall clock (time.time): after the
+                    # clock steps back, each request waits as long as the step
+                    # (measured with keystoneauth1 5.18.1). The agent sets no rate limit.
+                    rate_semaphore=contextlib.nullcontext(),
                 )
             except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.RequestTimeout) as exc:
                 with self._count_lock:
