@@ -226,7 +226,10 @@ class AgentMetrics:
         if not outcome.nodes:
             self.cycles.labels(NO_NODE, "fatal" if fatal else "failed").inc()
         for node in outcome.nodes:
-            label = "fatal" if fatal else ("ok" if node.ok else "failed")
+            if fatal or not node.ok:
+                label = "fatal" if fatal else "failed"
+            else:  # a write refused (an allocation, a provider): Placement may lack it
+                label = "degraded" if node.problems else "ok"
             self.cycles.labels(node.nodename, label).inc()
             self.allocations_written.labels(node.nodename).inc(len(node.allocations_written))
             self.allocations_deleted.labels(node.nodename).inc(len(node.allocations_removed))
