@@ -114,13 +114,8 @@ class ConsumerAllocations:
         """
         if self.project_id is None or self.user_id is None:
             raise ValueError("an allocation write needs the consumer's project_id and user_id")
-        return {
-            "allocations": {rp: {"resources": dict(a)} for rp, a in self.allocations.items()},
-            "project_id": self.project_id,
-            "user_id": self.user_id,
-            "consumer_generation": self.generation,
-            "consumer_type": self.consumer_type,
-        }
+        # The same fields as the GET (less the per-provider generations it carries).
+        return self.to_spec()
 
     def to_spec(self) -> dict[str, Any]:
         """The ``GET /allocations/{consumer}`` shape (the spec's Allocations Parameter)."""

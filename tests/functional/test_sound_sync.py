@@ -290,13 +290,18 @@ class SharingDriver(FakeDriver):
         provider_tree.update_aggregates(nodename, [self.aggregate])
 
 
-def test_a_sharing_root_added_by_the_driver_is_written_and_used(tmp_path, embedded):
-    s = Setup(tmp_path, embedded, driver_cls=SharingDriver)
-    text = (tmp_path / "host.yaml").read_text()
-    (tmp_path / "host.yaml").write_text(
-        text.replace("disk_gb: 3500", "disk_gb: 3500\n    shared_storage: true")
-    )
+def on_shared_storage(s: Setup) -> Setup:
+    """The setup's host with its instance disks on shared storage."""
+    path = s.driver.host_file
+    text = open(path).read().replace("disk_gb: 3500", "disk_gb: 3500\n    shared_storage: true")
+    with open(path, "w") as f:
+        f.write(text)
     s.driver.reload()
+    return s
+
+
+def test_a_sharing_root_added_by_the_driver_is_written_and_used(tmp_path, embedded):
+    s = on_shared_storage(Setup(tmp_path, embedded, driver_cls=SharingDriver))
     outcome = s.cycle(startup=True)
     assert outcome.ok, outcome.summary()
     found = http_get(s.base, "/resource_providers", name=SharingDriver.share_name)
@@ -313,12 +318,7 @@ def test_a_sharing_root_added_by_the_driver_is_written_and_used(tmp_path, embedd
 
 def test_deleted_allocation_on_the_sharing_provider_is_healed(tmp_path, embedded):
     """Only the shared part removed: the CPU provider's generation moves, the share is read."""
-    s = Setup(tmp_path, embedded, driver_cls=SharingDriver)
-    text = (tmp_path / "host.yaml").read_text()
-    (tmp_path / "host.yaml").write_text(
-        text.replace("disk_gb: 3500", "disk_gb: 3500\n    shared_storage: true")
-    )
-    s.driver.reload()
+    s = on_shared_storage(Setup(tmp_path, embedded, driver_cls=SharingDriver))
     assert s.cycle(startup=True).ok
     s.cycle()
     current = http_get(s.base, f"/allocations/{s.inst(4)}")
