@@ -1,0 +1,219 @@
+"""nova's databases, read-only: the rows the import needs.
+
+SQLAlchemy Core over reflected tables (nova's schema as its migrations made
+it; tests/fixtures/nova holds nova 34's). SQLite files are opened with
+``mode=ro``; MySQL/MariaDB sessions are ``SET SESSION TRANSACTION READ ONLY``
+(PyMySQL). Only ``--write-uuids`` opens a writing connection, for one
+``UPDATE compute_nodes SET uuid`` per node that had none.
+Soft-deleted rows (``deleted != 0``) are never read.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine, make_url
+
+from agent.exceptions import ConfigError
+
+Row = Mapping[str, Any]
+
+CELL_TABLES = (
+    "compute_nodes",
+    "instances",
+    "instance_extra",
+    "pci_devices",
+    "migrations",
+    "block_device_mapping",
+)
+"""Tables of the cell database the import reads."""
+
+API_TABLES = ("aggregates", "aggregate_hosts")
+"""Tables of the API database the import reads (host aggregates)."""
+
+MIGRATION_DONE = frozenset(
+    {"accepted", "confirmed", "reverted", "error", "failed", "completed", "cancelled", "done"}
+)
+"""Statuses of a migration no longer in progress (nova's
+``migration_get_in_progress_by_host_and_node`` leaves these out)."""
+
+
+def safe_url(url: str) -> str:
+    """``url`` with its password masked, for logs and messages."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # an unparsable URL carries no recognisable password field
+        return "<unparsable database URL>"
+
+
+def _sqlite_readonly(path: str) -> Engine:
+    if not Path(path).is_file():
+        raise ConfigError(f"nova database: no such file {path}; give sqlite:////absolute/path")
+    uri = f"file:{Path(path).resolve()}?mode=ro"
+    return sa.create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True))
+
+
+def open_engine(url: str, what: str, write: bool = False) -> Engine:
+    """An engine on nova's database at ``url``; read-only unless ``write``.
+
+    ``mysql://`` without a driver uses PyMySQL (nova's own default).
+
+    Raises:
+        ConfigError: the URL is not a database URL, or names an in-memory or
+            missing SQLite file.
+    """
+    try:
+        parsed = make_url(url)
+    except Exception as exc:  # any parse error means the URL is unusable
+        raise ConfigError(f"{what} {safe_url(url)!r} is not a database URL: {exc}") from None
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        if parsed.database in (None, "", ":memory:"):
+            raise ConfigError(f"{what}: give the SQLite file, sqlite:////absolute/path")
+        if not write:
+            return _sqlite_readonly(parsed.database)
+        return sa.create_engine(parsed)
+    if backend == "mysql" and parsed.drivername == "mysql":
+        parsed = parsed.set(drivername="mysql+pymysql")
+    engine = sa.create_engine(parsed, pool_pre_ping=True)
+    if not write and backend == "mysql":
+
+        @sa.event.listens_for(engine, "connect")
+        def _read_only(dbapi_connection: Any, _record: Any) -> None:
+            with dbapi_connection.cursor() as cursor:
+                cursor.execute("SET SESSION TRANSACTION READ ONLY")
+
+    return engine
+
+
+def reflect(engine: Engine, url: str, what: str, tables: Iterable[str]) -> dict[str, sa.Table]:
+    """The named tables, as the database holds them.
+
+    Raises:
+        ConfigError: the database cannot be opened or lacks one of ``tables``
+            (not nova's cell or API database).
+    """
+    wanted = list(tables)
+    try:
+        with engine.connect() as conn:
+            present = set(sa.inspect(conn).get_table_names())
+            missing = [t for t in wanted if t not in present]
+            if missing:
+                raise ConfigError(
+                    f"{what} {safe_url(url)} has no table {', '.join(missing)}: it is not "
+                    "nova's database of that kind (--cell-db: [database] connection of a cell's "
+                    "nova.conf; --api-db: [api_database] connection)"
+                )
+            meta = sa.MetaData()
+            return {t: sa.Table(t, meta, autoload_with=conn) for t in wanted}
+    except sa.exc.SQLAlchemyError as exc:
+        detail = " ".join(str(exc).split())[:300]
+        raise ConfigError(f"{what} {safe_url(url)} cannot be opened: {detail}") from None
+
+
+@dataclass(slots=True)
+class CellRows:
+    """What the import reads from one cell database (every row ``deleted = 0``).
+
+    Attributes:
+        compute_nodes: ``compute_nodes`` rows, by ``id``.
+        instances: ``instances`` rows on those nodes, by ``uuid``.
+        extras: ``instance_extra`` rows, by ``instance_uuid``.
+        pci_devices: ``pci_devices`` rows of those nodes.
+        migrations: ``migrations`` in progress touching those nodes.
+        bdms: ``block_device_mapping`` rows, by ``instance_uuid``.
+        aggregates: ``{host: {aggregate UUID}}`` from the API database.
+    """
+
+    compute_nodes: dict[int, Row] = field(default_factory=dict)
+    instances: dict[str, Row] = field(default_factory=dict)
+    extras: dict[str, Row] = field(default_factory=dict)
+    pci_devices: list[Row] = field(default_factory=list)
+    migrations: list[Row] = field(default_factory=list)
+    bdms: dict[str, list[Row]] = field(default_factory=dict)
+    aggregates: dict[str, set[str]] = field(default_factory=dict)
+
+
+def _live(table: sa.Table) -> Any:
+    return sa.or_(table.c.deleted == 0, table.c.deleted.is_(None))
+
+
+def read_cell(engine: Engine, tables: Mapping[str, sa.Table], hosts: set[str]) -> CellRows:
+    """Read the rows of the compute nodes named in ``hosts`` (all when empty).
+
+    A name in ``hosts`` matches ``compute_nodes.host`` or ``hypervisor_hostname``.
+    """
+    cn, inst = tables["compute_nodes"], tables["instances"]
+    out = CellRows()
+    with engine.connect() as conn:
+        for row in conn.execute(sa.select(cn).where(_live(cn)).order_by(cn.c.id)).mappings():
+            if not hosts or {row["host"], row["hypervisor_hostname"]} & hosts:
+                out.compute_nodes[row["id"]] = dict(row)
+        nodes = {r["hypervisor_hostname"] for r in out.compute_nodes.values()}
+        query = sa.select(inst).where(_live(inst)).order_by(inst.c.uuid)
+        for row in conn.execute(query).mappings():
+            out.instances[row["uuid"]] = dict(row)
+        out.migrations = _in_progress(conn, tables["migrations"], nodes)
+        # Instances on the nodes, plus those a migration of the nodes moves.
+        wanted = {u for u, r in out.instances.items() if r["node"] in nodes}
+        wanted |= {m["instance_uuid"] for m in out.migrations}
+        out.instances = {u: r for u, r in out.instances.items() if u in wanted}
+        extra = tables["instance_extra"]
+        for row in conn.execute(sa.select(extra).where(_live(extra))).mappings():
+            if row["instance_uuid"] in wanted:
+                out.extras[row["instance_uuid"]] = dict(row)
+        pci = tables["pci_devices"]
+        query = sa.select(pci).where(_live(pci)).order_by(pci.c.compute_node_id, pci.c.address)
+        out.pci_devices = [
+            dict(r)
+            for r in conn.execute(query).mappings()
+            if r["compute_node_id"] in out.compute_nodes
+        ]
+        bdm = tables["block_device_mapping"]
+        for row in conn.execute(sa.select(bdm).where(_live(bdm))).mappings():
+            if row["instance_uuid"] in wanted:
+                out.bdms.setdefault(row["instance_uuid"], []).append(dict(row))
+    return out
+
+
+def _in_progress(conn: sa.Connection, table: sa.Table, nodes: set[str]) -> list[Row]:
+    query = sa.select(table).where(_live(table)).order_by(table.c.id)
+    return [
+        dict(r)
+        for r in conn.execute(query).mappings()
+        if (r["status"] or "") not in MIGRATION_DONE and {r["source_node"], r["dest_node"]} & nodes
+    ]
+
+
+def read_aggregates(engine: Engine, tables: Mapping[str, sa.Table]) -> dict[str, set[str]]:
+    """``{host: {aggregate UUID}}`` from nova's API database (host aggregates).
+
+    Placement's aggregates carry the UUIDs of nova's host aggregates (what
+    ``nova-manage placement sync_aggregates`` writes).
+    """
+    agg, hosts = tables["aggregates"], tables["aggregate_hosts"]
+    query = sa.select(hosts.c.host, agg.c.uuid).join(agg, agg.c.id == hosts.c.aggregate_id)
+    out: dict[str, set[str]] = {}
+    with engine.connect() as conn:
+        for host, uuid in conn.execute(query):
+            if host and uuid:
+                out.setdefault(host, set()).add(uuid)
+    return out
+
+
+def write_uuid(engine: Engine, table: sa.Table, node_id: int, uuid: str) -> bool:
+    """``UPDATE compute_nodes SET uuid = :uuid WHERE id = :id AND uuid IS NULL``.
+
+    Returns:
+        True when the row was updated (False: someone set a UUID meanwhile).
+    """
+    with engine.begin() as conn:
+        result = conn.execute(
+            sa.update(table).where(table.c.id == node_id, table.c.uuid.is_(None)).values(uuid=uuid)
+        )
+    return result.rowcount == 1
