@@ -160,15 +160,40 @@ def build_cell(path: Path, prefix: str) -> dict[str, str]:
         pci_stats=NOVA_JSON["cn2_pci_stats"],
     )
     _pci(con, n1, "0000:86:00.0", "8086", "0a54", "type-PCI", numa_node=0)
-    _pci(con, n1, "0000:87:00.0", "8086", "0a54", "type-PCI", numa_node=0, status="allocated",
-         instance_uuid=ids["i_pci"])  # fmt: skip
-    _pci(con, n1, "0000:af:00.0", "10de", "1db4", "type-PCI", status="allocated",
-         instance_uuid=ids["i_gpu"])  # fmt: skip
+    _pci(
+        con,
+        n1,
+        "0000:87:00.0",
+        "8086",
+        "0a54",
+        "type-PCI",
+        numa_node=0,
+        status="allocated",
+        instance_uuid=ids["i_pci"],
+    )
+    _pci(
+        con,
+        n1,
+        "0000:af:00.0",
+        "10de",
+        "1db4",
+        "type-PCI",
+        status="allocated",
+        instance_uuid=ids["i_gpu"],
+    )
     _pci(con, n1, "0000:3b:00.0", "8086", "1572", "type-PF", status="unavailable")
     for fn in range(4):
-        _pci(con, n1, f"0000:3b:02.{fn}", "8086", "154c", "type-VF", parent_addr="0000:3b:00.0",
-             status="allocated" if fn == 0 else "available",
-             instance_uuid=ids["i_vf"] if fn == 0 else None)  # fmt: skip
+        _pci(
+            con,
+            n1,
+            f"0000:3b:02.{fn}",
+            "8086",
+            "154c",
+            "type-VF",
+            parent_addr="0000:3b:00.0",
+            status="allocated" if fn == 0 else "available",
+            instance_uuid=ids["i_vf"] if fn == 0 else None,
+        )
     _instance(con, ids["i_gpu"], cn1, "flavor_gpu")
     _instance(con, ids["i_pci"], cn1, "flavor_small")
     _instance(con, ids["i_bfv"], cn1, "flavor_medium", image=None)
@@ -195,9 +220,17 @@ def build_cell(path: Path, prefix: str) -> dict[str, str]:
         hidden=0,
         cross_cell_move=0,
     )
-    insert(con, "migrations", uuid=str(uuidlib.uuid4()), instance_uuid=ids["i_pci"],
-           source_node=cn2, dest_node=cn1, status="confirmed", migration_type="migration",
-           deleted=0)  # fmt: skip
+    insert(
+        con,
+        "migrations",
+        uuid=str(uuidlib.uuid4()),
+        instance_uuid=ids["i_pci"],
+        source_node=cn2,
+        dest_node=cn1,
+        status="confirmed",
+        migration_type="migration",
+        deleted=0,
+    )
     con.commit()
     con.close()
     return ids

@@ -83,7 +83,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _map_nodes(rows: db.CellRows, shared: set[str], refusals: list[Refusal]) -> list[NodeImport]:
+def map_nodes(rows: db.CellRows, shared: set[str], refusals: list[Refusal]) -> list[NodeImport]:
+    """Every ``compute_nodes`` row as a :class:`NodeImport`; refused rows go to ``refusals``."""
     nodes = []
     for node_id, row in rows.compute_nodes.items():
         pci = [d for d in rows.pci_devices if d["compute_node_id"] == node_id]
@@ -119,8 +120,12 @@ def _write_uuids(url: str, res: ImportResult) -> list[str]:
         engine.dispose()
 
 
-def _read(args: argparse.Namespace) -> tuple[db.CellRows, str | None]:
-    """The cell's rows and aggregates, or the bad-input message."""
+def read_nova(args: argparse.Namespace) -> tuple[db.CellRows, str | None]:
+    """The cell's rows and aggregates, and a bad-input message (None when the input is good).
+
+    Raises:
+        ConfigError: a database URL is unusable or names no nova database.
+    """
     engine = db.open_engine(args.cell_db, "--cell-db")
     try:
         tables = db.reflect(engine, args.cell_db, "--cell-db", db.CELL_TABLES)
@@ -144,12 +149,12 @@ def _read(args: argparse.Namespace) -> tuple[db.CellRows, str | None]:
 def run(args: argparse.Namespace) -> int:
     """Import (or diff) and print the summary; the exit code says how it went."""
     conf = load_conf(args)
-    rows, bad = _read(args)
+    rows, bad = read_nova(args)
     if bad:
         print(f"compute-agent import-nova: {bad}", file=sys.stderr)
         return EXIT_BAD_INPUT
     refusals: list[Refusal] = []
-    nodes = _map_nodes(rows, set(args.shared_storage), refusals)
+    nodes = map_nodes(rows, set(args.shared_storage), refusals)
     found = consumers(rows)
     refusals.extend(found.refusals)
     with placement_client(conf) as client, tempfile.TemporaryDirectory() as state:

@@ -81,12 +81,24 @@ def test_import_writes_each_node_and_every_allocation(embedded, tmp_path, cell):
     # A shared-storage pool the cloud already has, associated by nova's host aggregate.
     agg, share = str(uuidlib.uuid4()), str(uuidlib.uuid4())
     http(base, "POST", "/resource_providers", {"name": unique("nfs"), "uuid": share})
-    http(base, "PUT", f"/resource_providers/{share}/inventories",
-         {"resource_provider_generation": 0, "inventories": {"DISK_GB": {"total": 10000}}})  # fmt: skip
-    http(base, "PUT", f"/resource_providers/{share}/traits",
-         {"resource_provider_generation": 1, "traits": ["MISC_SHARES_VIA_AGGREGATE"]})  # fmt: skip
-    http(base, "PUT", f"/resource_providers/{share}/aggregates",
-         {"resource_provider_generation": 2, "aggregates": [agg]})  # fmt: skip
+    http(
+        base,
+        "PUT",
+        f"/resource_providers/{share}/inventories",
+        {"resource_provider_generation": 0, "inventories": {"DISK_GB": {"total": 10000}}},
+    )
+    http(
+        base,
+        "PUT",
+        f"/resource_providers/{share}/traits",
+        {"resource_provider_generation": 1, "traits": ["MISC_SHARES_VIA_AGGREGATE"]},
+    )
+    http(
+        base,
+        "PUT",
+        f"/resource_providers/{share}/aggregates",
+        {"resource_provider_generation": 2, "aggregates": [agg]},
+    )
     api = tmp_path / "nova_api.sqlite"
     build_api(api, {agg: [ids["cn2"]]})
 
@@ -117,26 +129,38 @@ def test_import_writes_each_node_and_every_allocation(embedded, tmp_path, cell):
 
     root = cn1["uuid"]
     held, body = allocations(base, ids["i_gpu"])
-    assert held == {root: {"VCPU": 4, "MEMORY_MB": 8192, "DISK_GB": 40},
-                    gpu["uuid"]: {"CUSTOM_GPU_V100": 1}}  # fmt: skip
+    assert held == {
+        root: {"VCPU": 4, "MEMORY_MB": 8192, "DISK_GB": 40},
+        gpu["uuid"]: {"CUSTOM_GPU_V100": 1},
+    }
     assert body["consumer_type"] == "INSTANCE" and body["project_id"] == "proj-a"
     held, _ = allocations(base, ids["i_pci"])
     assert held[nic["uuid"]] == {"CUSTOM_PCI_8086_0A54": 1}
     # boot from volume: root 0, ephemeral 10 + swap 1536 MiB (2 GiB)
-    assert allocations(base, ids["i_bfv"])[0] == {root: {"VCPU": 4, "MEMORY_MB": 4096, "DISK_GB": 12}}
-    assert allocations(base, ids["i_pinned"])[0] == {root: {"PCPU": 2, "MEMORY_MB": 4096, "DISK_GB": 20}}
+    assert allocations(base, ids["i_bfv"])[0] == {
+        root: {"VCPU": 4, "MEMORY_MB": 4096, "DISK_GB": 12}
+    }
+    assert allocations(base, ids["i_pinned"])[0] == {
+        root: {"PCPU": 2, "MEMORY_MB": 4096, "DISK_GB": 20}
+    }
     # an allocated VF is not counted (the spec's Newton rule: type-PCI only)
-    assert allocations(base, ids["i_vf"])[0] == {root: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 20}}
+    assert allocations(base, ids["i_vf"])[0] == {
+        root: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 20}
+    }
     # shared storage: DISK_GB on the sharing provider
     assert allocations(base, ids["i_shared"])[0] == {
-        cn2["uuid"]: {"VCPU": 2, "MEMORY_MB": 2048}, share: {"DISK_GB": 20}}  # fmt: skip
+        cn2["uuid"]: {"VCPU": 2, "MEMORY_MB": 2048},
+        share: {"DISK_GB": 20},
+    }
     # resize in progress: the migration holds the old flavor on the source ...
     held, body = allocations(base, ids["mig"])
     assert held == {root: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 20}}
     assert body["consumer_type"] == "MIGRATION"
     # ... the instance the new one on the destination
     assert allocations(base, ids["i_resize"])[0] == {
-        cn2["uuid"]: {"VCPU": 4, "MEMORY_MB": 4096}, share: {"DISK_GB": 52}}  # fmt: skip
+        cn2["uuid"]: {"VCPU": 4, "MEMORY_MB": 4096},
+        share: {"DISK_GB": 52},
+    }
     assert allocations(base, ids["i_deleted"])[0] == {}
 
     # Idempotent: the second run reads and writes nothing.
@@ -146,15 +170,19 @@ def test_import_writes_each_node_and_every_allocation(embedded, tmp_path, cell):
     assert writes(client) > 0 and writes(client2) == 0
     assert again.allocations_written == 0 and again.allocations_unchanged == 8
     assert (again.created, again.inventories, again.traits, again.aggregates) == (0, 0, 0, 0)
-    print(f"first import: {client.total_requests()} requests ({writes(client)} writes); "
-          f"second: {client2.total_requests()} ({writes(client2)} writes)")  # fmt: skip
+    print(
+        f"first import: {client.total_requests()} requests ({writes(client)} writes); "
+        f"second: {client2.total_requests()} ({writes(client2)} writes)"
+    )
 
 
 def test_dry_run_prints_the_diff_and_writes_nothing(embedded, tmp_path, cell):
     path, ids = cell
     res, client = do_import(embedded, tmp_path, path, dry=True)
     assert writes(client) == 0
-    assert http_get(embedded.url, "/resource_providers", name=ids["cn1"])["resource_providers"] == []
+    assert (
+        http_get(embedded.url, "/resource_providers", name=ids["cn1"])["resource_providers"] == []
+    )
     text = "\n".join(res.diff)
     assert f"create compute node {ids['cn1']} ({ids['cn1_uuid']})" in text
     assert f"create provider {ids['cn1']}_pci_0000_af_00_0" in text
@@ -192,13 +220,18 @@ def test_inconsistent_and_unparsable_rows_are_refused_the_rest_imported(embedded
     path, ids = cell
     execute(path, "UPDATE compute_nodes SET free_ram_mb = 1 WHERE id = 2")
     execute(path, "UPDATE compute_nodes SET pci_stats = '{\"nova_object.name\": ' WHERE id = 1")
-    execute(path, "UPDATE instance_extra SET flavor = '{\"cur\": null}' WHERE instance_uuid = ?",
-            ids["i_pci"])  # fmt: skip
+    execute(
+        path,
+        "UPDATE instance_extra SET flavor = '{\"cur\": null}' WHERE instance_uuid = ?",
+        ids["i_pci"],
+    )
     res, _ = do_import(embedded, tmp_path, path)
     lines = [r.line() for r in res.refusals]
     assert any(
-        line.startswith(f"compute_nodes id 2 ({ids['cn2']}) column free_ram_mb: 1 is not "
-                        "memory_mb - memory_mb_used = 65024")  # fmt: skip
+        line.startswith(
+            f"compute_nodes id 2 ({ids['cn2']}) column free_ram_mb: 1 is not "
+            "memory_mb - memory_mb_used = 65024"
+        )
         for line in lines
     ), lines
     assert any(
@@ -206,20 +239,25 @@ def test_inconsistent_and_unparsable_rows_are_refused_the_rest_imported(embedded
         for line in lines
     ), lines
     assert any(
-        line.startswith(f"instance_extra instance_uuid {ids['i_pci']} column flavor: the "
-                        "instance's flavor cannot be read")  # fmt: skip
+        line.startswith(
+            f"instance_extra instance_uuid {ids['i_pci']} column flavor: the "
+            "instance's flavor cannot be read"
+        )
         for line in lines
     ), lines
     assert len(lines) == 3
     assert res.nodes == []  # both nodes refused: nothing else of theirs written
-    assert http_get(embedded.url, "/resource_providers", name=ids["cn1"])["resource_providers"] == []
+    assert (
+        http_get(embedded.url, "/resource_providers", name=ids["cn1"])["resource_providers"] == []
+    )
 
 
 def test_negative_figure_and_bad_flavor_refused_others_imported(embedded, tmp_path, cell):
     path, ids = cell
     execute(path, "UPDATE compute_nodes SET vcpus = -4 WHERE id = 2")
-    execute(path, "UPDATE instance_extra SET flavor = 'not json' WHERE instance_uuid = ?",
-            ids["i_gpu"])  # fmt: skip
+    execute(
+        path, "UPDATE instance_extra SET flavor = 'not json' WHERE instance_uuid = ?", ids["i_gpu"]
+    )
     res, _ = do_import(embedded, tmp_path, path)
     lines = [r.line() for r in res.refusals]
     assert lines[0] == (
@@ -254,13 +292,27 @@ def test_parts_on_providers_the_import_does_not_own_are_kept(embedded, tmp_path,
     base = embedded.url
     other = str(uuidlib.uuid4())
     http(base, "POST", "/resource_providers", {"name": unique("bw"), "uuid": other})
-    http(base, "PUT", f"/resource_providers/{other}/inventories",
-         {"resource_provider_generation": 0,
-          "inventories": {"NET_BW_EGR_KILOBIT_PER_SEC": {"total": 10000}}})  # fmt: skip
-    http(base, "PUT", f"/allocations/{ids['i_pci']}", {
-        "allocations": {other: {"resources": {"NET_BW_EGR_KILOBIT_PER_SEC": 1000}}},
-        "project_id": "proj-a", "user_id": "user-a", "consumer_generation": None,
-        "consumer_type": "INSTANCE"})  # fmt: skip
+    http(
+        base,
+        "PUT",
+        f"/resource_providers/{other}/inventories",
+        {
+            "resource_provider_generation": 0,
+            "inventories": {"NET_BW_EGR_KILOBIT_PER_SEC": {"total": 10000}},
+        },
+    )
+    http(
+        base,
+        "PUT",
+        f"/allocations/{ids['i_pci']}",
+        {
+            "allocations": {other: {"resources": {"NET_BW_EGR_KILOBIT_PER_SEC": 1000}}},
+            "project_id": "proj-a",
+            "user_id": "user-a",
+            "consumer_generation": None,
+            "consumer_type": "INSTANCE",
+        },
+    )
     res, _ = do_import(embedded, tmp_path, path)
     assert res.refusals == []
     held, _ = allocations(base, ids["i_pci"])
