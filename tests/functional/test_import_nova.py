@@ -8,11 +8,12 @@ Specs: compute-node-inventory.rst, resource-providers-allocations.txt.
 
 from __future__ import annotations
 
+import sqlite3
 import uuid as uuidlib
 
 import pytest
 
-from agent.cli import build_parser
+from agent.cli import build_parser, main
 from agent.commands.import_nova import map_nodes, read_nova
 from agent.layout import policy_from_conf
 from agent.nova_import.flow import import_cell
@@ -318,3 +319,64 @@ def test_parts_on_providers_the_import_does_not_own_are_kept(embedded, tmp_path,
     held, _ = allocations(base, ids["i_pci"])
     assert held[other] == {"NET_BW_EGR_KILOBIT_PER_SEC": 1000}
     assert held[ids["cn1_uuid"]] == {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 20}
+
+
+# -- the command ---------------------------------------------------------------------
+
+
+def remote_conf(tmp_path, url: str):
+    path = tmp_path / "import.conf"
+    path.write_text(
+        f"[DEFAULT]\nstate_path = {tmp_path / 'agent-state'}\n"
+        f"[placement]\nauth_type = admin_token\nendpoint = {url}\ntoken = admin\n"
+        "noauth_roles = admin,service\n"
+    )
+    return str(path)
+
+
+def test_command_imports_writes_uuids_and_exits_1_on_a_refusal(served, tmp_path, cell, capsys):
+    path, ids = cell
+    conf = remote_conf(tmp_path, served.url)
+    argv = ["import-nova", "--config", conf, "--cell-db", f"sqlite:///{path}"]
+    assert main([*argv, "--write-uuids"]) == 0
+    out = capsys.readouterr().out
+    assert "nodes: 2 imported" in out and "allocations wrote: 8" in out
+    cn2 = provider(served.url, ids["cn2"])["uuid"]
+    assert f"compute_nodes id 2: uuid set to {cn2}" in out
+    con = sqlite3.connect(path)
+    assert con.execute("SELECT uuid FROM compute_nodes WHERE id = 2").fetchone() == (cn2,)
+    con.close()
+    # The agent's own state directory is not touched by the import.
+    assert not (tmp_path / "agent-state" / "compute_nodes.json").exists()
+
+    execute(path, "UPDATE instance_extra SET flavor = NULL WHERE instance_uuid = ?", ids["i_bfv"])
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert f"refused: instance_extra instance_uuid {ids['i_bfv']} column flavor" in captured.err
+    assert "placement requests: " in captured.out and "(0 writes)" in captured.out
+    assert "refused: 1 (not imported; the rest was)" in captured.out
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("mysql+pymysql://nova:s3cret@127.0.0.1:1/nova", "cannot be opened"),
+        ("sqlite:////nonexistent/nova.sqlite", "no such file /nonexistent/nova.sqlite"),
+        ("not a url", "is not a database URL"),
+    ],
+)
+def test_command_bad_database_url_exits_2_without_the_password(tmp_path, capsys, url, says):
+    assert main(["import-nova", "--cell-db", url]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "s3cret" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_command_unknown_host_and_wrong_database_exit_2(tmp_path, cell, capsys):
+    path, _ids = cell
+    assert main(["import-nova", "--cell-db", f"sqlite:///{path}", "--host", "nosuch"]) == 2
+    assert "is named nosuch" in capsys.readouterr().err
+    api = tmp_path / "nova_api.sqlite"
+    build_api(api, {})
+    assert main(["import-nova", "--cell-db", f"sqlite:///{api}"]) == 2
+    assert "has no table compute_nodes" in capsys.readouterr().err
