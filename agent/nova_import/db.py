@@ -143,41 +143,40 @@ def _live(table: sa.Table) -> Any:
     return sa.or_(table.c.deleted == 0, table.c.deleted.is_(None))
 
 
+def _rows_in(conn: sa.Connection, table: sa.Table, column: str, values: Iterable[Any]) -> list[Row]:
+    """Live rows of ``table`` whose ``column`` is one of ``values`` (chunks of 500 per query)."""
+    wanted = sorted(v for v in set(values) if v is not None)
+    out: list[Row] = []
+    for i in range(0, len(wanted), 500):
+        query = sa.select(table).where(_live(table), table.c[column].in_(wanted[i : i + 500]))
+        out.extend(dict(r) for r in conn.execute(query).mappings())
+    return out
+
+
 def read_cell(engine: Engine, tables: Mapping[str, sa.Table], hosts: set[str]) -> CellRows:
     """Read the rows of the compute nodes named in ``hosts`` (all when empty).
 
     A name in ``hosts`` matches ``compute_nodes.host`` or ``hypervisor_hostname``.
+    Instances read: those on the nodes, and those a migration of the nodes moves.
     """
-    cn, inst = tables["compute_nodes"], tables["instances"]
+    cn = tables["compute_nodes"]
     out = CellRows()
     with engine.connect() as conn:
         for row in conn.execute(sa.select(cn).where(_live(cn)).order_by(cn.c.id)).mappings():
             if not hosts or {row["host"], row["hypervisor_hostname"]} & hosts:
                 out.compute_nodes[row["id"]] = dict(row)
         nodes = {r["hypervisor_hostname"] for r in out.compute_nodes.values()}
-        query = sa.select(inst).where(_live(inst)).order_by(inst.c.uuid)
-        for row in conn.execute(query).mappings():
-            out.instances[row["uuid"]] = dict(row)
         out.migrations = _in_progress(conn, tables["migrations"], nodes)
-        # Instances on the nodes, plus those a migration of the nodes moves.
-        wanted = {u for u, r in out.instances.items() if r["node"] in nodes}
-        wanted |= {m["instance_uuid"] for m in out.migrations}
-        out.instances = {u: r for u, r in out.instances.items() if u in wanted}
-        extra = tables["instance_extra"]
-        for row in conn.execute(sa.select(extra).where(_live(extra))).mappings():
-            if row["instance_uuid"] in wanted:
-                out.extras[row["instance_uuid"]] = dict(row)
-        pci = tables["pci_devices"]
-        query = sa.select(pci).where(_live(pci)).order_by(pci.c.compute_node_id, pci.c.address)
-        out.pci_devices = [
-            dict(r)
-            for r in conn.execute(query).mappings()
-            if r["compute_node_id"] in out.compute_nodes
-        ]
-        bdm = tables["block_device_mapping"]
-        for row in conn.execute(sa.select(bdm).where(_live(bdm))).mappings():
-            if row["instance_uuid"] in wanted:
-                out.bdms.setdefault(row["instance_uuid"], []).append(dict(row))
+        found = _rows_in(conn, tables["instances"], "node", nodes)
+        moved = {m["instance_uuid"] for m in out.migrations} - {r["uuid"] for r in found}
+        found += _rows_in(conn, tables["instances"], "uuid", moved)
+        out.instances = {r["uuid"]: r for r in sorted(found, key=lambda r: r["uuid"])}
+        for row in _rows_in(conn, tables["instance_extra"], "instance_uuid", out.instances):
+            out.extras[row["instance_uuid"]] = row
+        for row in _rows_in(conn, tables["block_device_mapping"], "instance_uuid", out.instances):
+            out.bdms.setdefault(row["instance_uuid"], []).append(row)
+        pci = _rows_in(conn, tables["pci_devices"], "compute_node_id", out.compute_nodes)
+        out.pci_devices = sorted(pci, key=lambda r: (r["compute_node_id"], r["address"]))
     return out
 
 

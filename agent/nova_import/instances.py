@@ -20,7 +20,7 @@ flavor on the source node, the instance the new flavor on the destination.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent.allocation_model import INSTANCE, MIGRATION
@@ -82,7 +82,9 @@ def _flavors(uuid: str, extra: Mapping[str, Any] | None) -> FlavorColumn:
         ) from None
 
 
-def _pinned(uuid: str, flavors: FlavorColumn, extra: Mapping[str, Any]) -> tuple[bool, tuple]:
+def _pinned(
+    uuid: str, flavors: FlavorColumn, extra: Mapping[str, Any]
+) -> tuple[bool, tuple[int, ...]]:
     try:
         numa = instance_numa(extra.get("numa_topology"))
     except ValueError as exc:
@@ -170,8 +172,6 @@ def _migration(mig: Mapping[str, Any], rows: CellRows, out: Consumers) -> set[st
 
 
 def _owned(record: Instance, project: str, user: str) -> Instance:
-    from dataclasses import replace
-
     return replace(record, project_id=project, user_id=user)
 
 
