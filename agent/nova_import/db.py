@@ -113,6 +113,9 @@ def reflect(engine: Engine, url: str, what: str, tables: Iterable[str]) -> dict[
             return {t: sa.Table(t, meta, autoload_with=conn) for t in wanted}
     except sa.exc.SQLAlchemyError as exc:
         detail = " ".join(str(exc).split())[:300]
+        password = make_url(url).password
+        if password:  # a driver may echo its connection arguments
+            detail = detail.replace(str(password), "***")
         raise ConfigError(f"{what} {safe_url(url)} cannot be opened: {detail}") from None
 
 

@@ -204,7 +204,8 @@ def lay_out_node(
         raise RowRefused("compute_nodes", f"id {node.id}", "", str(exc), "adjust it") from None
     if dry:
         if new_root:
-            res.diff.append(f"create compute node {node.nodename} ({uuid})")
+            how = " (new UUID: compute_nodes.uuid is NULL)" if node.uuid is None else ""
+            res.diff.append(f"create compute node {node.nodename} ({uuid}){how}")
         res.diff.extend(tree_lines(held, tree, uuid))
     else:
         _write_tree(report, node, tree, held, res)

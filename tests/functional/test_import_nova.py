@@ -380,3 +380,30 @@ def test_command_unknown_host_and_wrong_database_exit_2(tmp_path, cell, capsys):
     build_api(api, {})
     assert main(["import-nova", "--cell-db", f"sqlite:///{api}"]) == 2
     assert "has no table compute_nodes" in capsys.readouterr().err
+
+
+def test_row_uuid_held_by_a_provider_of_another_name_is_refused(embedded, tmp_path, cell):
+    path, ids = cell
+    other = unique("other")
+    http(embedded.url, "POST", "/resource_providers", {"name": other, "uuid": ids["cn1_uuid"]})
+    res, _ = do_import(embedded, tmp_path, path, "--host", ids["cn1"])
+    (line,) = [r.line() for r in res.refusals]
+    assert line.startswith(
+        f"compute_nodes id 1 ({ids['cn1']}) column uuid: Placement holds {ids['cn1_uuid']} as "
+        f"provider {other!r}, not as {ids['cn1']!r}"
+    )
+    assert res.nodes == [] and res.allocations_written == 0
+    assert provider(embedded.url, other)["uuid"] == ids["cn1_uuid"]
+
+
+def test_a_node_placement_holds_in_another_shape_is_refused(embedded, tmp_path, cell):
+    path, ids = cell
+    first, _ = do_import(embedded, tmp_path, path, "--host", ids["cn1"], numa=True)
+    assert first.refusals == []
+    res, client = do_import(embedded, tmp_path, path, "--host", ids["cn1"], numa=False)
+    (line,) = [r.line() for r in res.refusals]
+    assert line.startswith(
+        f"compute_nodes id 1 ({ids['cn1']}): Placement holds this node in another shape ("
+    )
+    assert "run compute-agent reshape" in line
+    assert writes(client) == 0
