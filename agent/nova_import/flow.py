@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import uuid as uuidlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from agent.allocation_model import ConsumerAllocations, by_consumer, merge_ours
@@ -33,6 +33,7 @@ from agent.placement.errors import PlacementError
 from agent.provider_tree import ProviderTree
 from agent.report import ReportClient, RootConflict
 from agent.reshape import describe_moves, find_moves
+from agent.tree_diff import diff_trees
 
 LOG = logging.getLogger(__name__)
 
@@ -170,13 +171,20 @@ def _write_tree(
         sync = report.update_from_provider_tree(tree)
     except PlacementError as exc:
         raise RowRefused(
-            "placement", f"tree of {node.nodename}", "", str(exc), "see docs"
+            "placement",
+            f"tree of {node.nodename}",
+            "",
+            str(exc),
+            "a provider of the tree conflicts with one Placement holds (a child's name under "
+            "another UUID): rename or delete that provider, then import again",
         ) from None
     res.inventories += sync.inventories
     res.traits += sync.traits
     res.aggregates += sync.aggregates
     for line in sync.errors:
-        res.refusals.append(Refusal("placement", f"tree of {node.nodename}", "", line, "see above"))
+        res.refusals.append(
+            Refusal("placement", f"tree of {node.nodename}", "", line, "import again then")
+        )
 
 
 def lay_out_node(
@@ -206,7 +214,12 @@ def lay_out_node(
         if new_root:
             how = " (new UUID: compute_nodes.uuid is NULL)" if node.uuid is None else ""
             res.diff.append(f"create compute node {node.nodename} ({uuid}){how}")
-        res.diff.extend(tree_lines(held, tree, uuid))
+        diff = diff_trees(held, tree, uuid)
+        res.created += len(diff.created) + new_root
+        res.inventories += len(diff.inventory)
+        res.traits += len(diff.traits)
+        res.aggregates += len(diff.aggregates)
+        res.diff.extend(tree_lines(held, tree, diff))
     else:
         _write_tree(report, node, tree, held, res)
     if node.uuid is None:
@@ -287,7 +300,11 @@ def write_allocations(
             res.allocations_unchanged += 1
 
 
-def _editor(want: ConsumerAllocations, ours: set[str]):  # noqa: ANN202 (a closure)
+def _editor(
+    want: ConsumerAllocations, ours: set[str]
+) -> Callable[[ConsumerAllocations], ConsumerAllocations | None]:
+    """The ``edit_allocations`` step: ``merge_ours``, or None when nothing would change."""
+
     def edit(held: ConsumerAllocations) -> ConsumerAllocations | None:
         merged = merge_ours(held, want, ours)
         return None if _same(merged, held) else merged
@@ -333,8 +350,10 @@ def import_cell(
         except RowRefused as exc:
             res.refusals.append(exc.refusal)
         except AgentError as exc:
-            res.refusals.append(Refusal("placement", node.nodename, "", str(exc), "see docs"))
-    res.created = report.client.counts[creates] - before
+            fix = "correct the conflict in Placement or nova, then import again"
+            res.refusals.append(Refusal("placement", node.nodename, "", str(exc), fix))
+    if not dry:
+        res.created = report.client.counts[creates] - before
     ours = set().union(*(n.owned | ({n.sharing} if n.sharing else set()) for n in laid))
     for node in laid:
         write_allocations(report, plan_node(report, node, consumers), ours, dry, res)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from agent.allocation_model import ConsumerAllocations
 from agent.provider_tree import ProviderTree
 from agent.resources import inventory_body
-from agent.tree_diff import diff_trees
+from agent.tree_diff import TreeDiff
 
 if TYPE_CHECKING:
     from agent.nova_import.flow import ImportResult
@@ -24,13 +24,17 @@ def _inventory(tree: ProviderTree, uuid: str) -> str:
     return ", ".join(parts) or "(none)"
 
 
-def tree_lines(held: ProviderTree, new: ProviderTree, root: str) -> list[str]:
+def tree_lines(held: ProviderTree, new: ProviderTree, diff: TreeDiff) -> list[str]:
     """What writing ``new`` over ``held`` (Placement's) would change, one line per write.
+
+    Args:
+        held: what Placement holds for one compute node's tree.
+        new: the tree laid out from nova's rows.
+        diff: ``diff_trees(held, new, root)``.
 
     Returns:
         ``["create provider cn1_NUMA0 (uuid) under cn1", "inventory of cn1: ... -> ...", ...]``.
     """
-    diff = diff_trees(held, new, root)
     out = []
     for uuid in diff.created:
         p = new.data(uuid)
@@ -61,10 +65,11 @@ def allocation_line(consumer: str, held: ConsumerAllocations, new: ConsumerAlloc
 
 def summary_lines(res: ImportResult, dry: bool, requests: int, writes: int) -> list[str]:
     """The closing lines: what was (would be) written, requests, refusals."""
-    verb = "would write" if dry else "wrote"
+    verb = "to write" if dry else "written"
     out = [
         f"nodes: {len(res.nodes)} imported ({', '.join(res.nodes) or 'none'})",
-        f"providers created: {res.created}; inventories {verb}: {res.inventories}; "
+        f"providers {'to create' if dry else 'created'}: {res.created}; "
+        f"inventories {verb}: {res.inventories}; "
         f"traits: {res.traits}; aggregates: {res.aggregates}",
         f"allocations {verb}: {res.allocations_written}; "
         f"already as nova says: {res.allocations_unchanged}",

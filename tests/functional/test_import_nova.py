@@ -340,7 +340,7 @@ def test_command_imports_writes_uuids_and_exits_1_on_a_refusal(served, tmp_path,
     argv = ["import-nova", "--config", conf, "--cell-db", f"sqlite:///{path}"]
     assert main([*argv, "--write-uuids"]) == 0
     out = capsys.readouterr().out
-    assert "nodes: 2 imported" in out and "allocations wrote: 8" in out
+    assert "nodes: 2 imported" in out and "allocations written: 8" in out
     cn2 = provider(served.url, ids["cn2"])["uuid"]
     assert f"compute_nodes id 2: uuid set to {cn2}" in out
     con = sqlite3.connect(path)
