@@ -10,6 +10,7 @@ nova cell database and an empty or stale Placement:
 - :mod:`~agent.nova_import.nodes` / :mod:`~agent.nova_import.instances`: rows
   into the plain records drivers produce (``drivers.records``), so the
   agent's own layout and allocation planner decide the tree and allocations;
+- :mod:`~agent.nova_import.shape`: one node's tree (the agent's layout plus nova's extras);
 - :mod:`~agent.nova_import.flow`: the import through :class:`agent.report.ReportClient`;
 - :mod:`~agent.nova_import.render`: dry-run diff and summary lines.
 

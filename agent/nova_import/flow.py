@@ -3,8 +3,8 @@
 Per compute node (compute-node-inventory.rst, steps 2-4): the root provider
 gets ``compute_nodes.uuid`` (a row without one keeps the provider Placement
 already has under the node's name, else a new random UUID: the spec's step 2),
-then :func:`agent.layout.apply_layout` lays the tree out from the node's
-records and :meth:`agent.report.ReportClient.update_from_provider_tree`
+then :func:`agent.nova_import.shape.node_tree` lays the tree out from the
+node's records (the agent's layout) and :meth:`agent.report.ReportClient.update_from_provider_tree`
 writes what differs. Then every consumer's allocations
 (resource-providers-allocations.txt) are planned by
 :func:`agent.allocations.plan_allocations` and written with
@@ -16,7 +16,6 @@ second run writes nothing. A dry run reads the same and writes nothing.
 
 from __future__ import annotations
 
-import logging
 import uuid as uuidlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -24,18 +23,16 @@ from dataclasses import dataclass, field, replace
 from agent.allocation_model import ConsumerAllocations, by_consumer, merge_ours
 from agent.allocations import cpu_memory_providers, plan_allocations
 from agent.exceptions import AgentError, ConfigError
-from agent.layout import OWNER_TRAIT, LayoutPolicy, apply_layout
+from agent.layout import OWNER_TRAIT, LayoutPolicy
 from agent.nova_import.instances import Consumers
 from agent.nova_import.nodes import NodeImport
 from agent.nova_import.refusal import Refusal, RowRefused
 from agent.nova_import.render import allocation_line, tree_lines
+from agent.nova_import.shape import node_tree
 from agent.placement.errors import PlacementError
 from agent.provider_tree import ProviderTree
 from agent.report import ReportClient, RootConflict
-from agent.reshape import describe_moves, find_moves
 from agent.tree_diff import diff_trees
-
-LOG = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -121,29 +118,6 @@ def _read_root(report: ReportClient, node: NodeImport, uuid: str, dry: bool) -> 
     return tree
 
 
-def _lay_out(tree: ProviderTree, node: NodeImport, policy: LayoutPolicy, aggs: set[str]) -> None:
-    """The agent's layout, then what only nova's row knows (max_unit, host aggregates)."""
-    apply_layout(tree, node.resources, policy)
-    name = node.nodename
-    disk = tree.data(name).inventory.get("DISK_GB")
-    dal = node.disk_available_least
-    if disk is not None and dal is not None:
-        # compute-node-inventory.rst: disk_available_least is DISK_GB's max_unit.
-        # Placement needs max_unit >= 1; below that nothing larger than 1 GiB fits.
-        max_unit = min(max(dal, 1), disk.total)
-        if dal < 1:
-            LOG.warning(
-                "compute node %s: disk_available_least = %d GiB; DISK_GB max_unit set to 1",
-                name,
-                dal,
-            )
-        inventory = dict(tree.data(name).inventory)
-        inventory["DISK_GB"] = replace(disk, max_unit=max_unit)
-        tree.update_inventory(name, inventory)
-    if aggs:
-        tree.update_aggregates(name, set(tree.data(name).aggregates) | aggs)
-
-
 def _owned(tree: ProviderTree, nodename: str) -> set[str]:
     root = tree.data(nodename).uuid
     rest = tree.get_provider_uuids(root)[1:]
@@ -151,22 +125,8 @@ def _owned(tree: ProviderTree, nodename: str) -> set[str]:
 
 
 def _write_tree(
-    report: ReportClient,
-    node: NodeImport,
-    tree: ProviderTree,
-    held: ProviderTree,
-    res: ImportResult,
+    report: ReportClient, node: NodeImport, tree: ProviderTree, res: ImportResult
 ) -> None:
-    key = f"id {node.id} ({node.nodename})"
-    moves = find_moves(held, tree, node.nodename)
-    if moves:
-        raise RowRefused(
-            "compute_nodes",
-            key,
-            "",
-            f"Placement holds this node in another shape ({describe_moves(moves, held, tree)})",
-            "run compute-agent reshape with this host's configuration first, then import",
-        )
     try:
         sync = report.update_from_provider_tree(tree)
     except PlacementError as exc:
@@ -204,10 +164,10 @@ def lay_out_node(
     uuid = _root_uuid(report, node)
     tree = _read_root(report, node, uuid, dry)
     new_root = tree.data(node.nodename).generation is None
-    held = tree.copy()
+    held = tree
     policy = node_policy(base, node)
     try:
-        _lay_out(tree, node, policy, aggregates)
+        tree = node_tree(held, node, policy, aggregates)
     except ConfigError as exc:
         raise RowRefused("compute_nodes", f"id {node.id}", "", str(exc), "adjust it") from None
     if dry:
@@ -221,7 +181,7 @@ def lay_out_node(
         res.aggregates += len(diff.aggregates)
         res.diff.extend(tree_lines(held, tree, diff))
     else:
-        _write_tree(report, node, tree, held, res)
+        _write_tree(report, node, tree, res)
     if node.uuid is None:
         res.new_uuids[node.id] = uuid
     sharing = None

@@ -407,3 +407,53 @@ def test_a_node_placement_holds_in_another_shape_is_refused(embedded, tmp_path, 
     )
     assert "run compute-agent reshape" in line
     assert writes(client) == 0
+
+
+def test_what_only_the_host_knows_is_kept(embedded, tmp_path, cell):
+    """The agent ran on cn1 before: its CPU traits and its vGPU provider stay."""
+    path, ids = cell
+    base, root = embedded.url, ids["cn1_uuid"]
+    gpu = str(uuidlib.uuid4())
+    for trait in ("CUSTOM_OWNER_COMPUTE_AGENT", "CUSTOM_NVIDIA_35"):
+        http(base, "PUT", f"/traits/{trait}")
+    http(base, "POST", "/resource_providers", {"name": ids["cn1"], "uuid": root})
+    http(
+        base,
+        "PUT",
+        f"/resource_providers/{root}/traits",
+        {
+            "resource_provider_generation": 0,
+            "traits": ["HW_CPU_X86_AVX2", "CUSTOM_OWNER_COMPUTE_AGENT", "COMPUTE_NODE"],
+        },
+    )
+    http(
+        base,
+        "POST",
+        "/resource_providers",
+        {"name": f"{ids['cn1']}_pci_0000_5e_00_0", "uuid": gpu, "parent_provider_uuid": root},
+    )
+    http(
+        base,
+        "PUT",
+        f"/resource_providers/{gpu}/inventories",
+        {"resource_provider_generation": 0, "inventories": {"VGPU": {"total": 4}}},
+    )
+    http(
+        base,
+        "PUT",
+        f"/resource_providers/{gpu}/traits",
+        {
+            "resource_provider_generation": 1,
+            "traits": ["CUSTOM_NVIDIA_35", "CUSTOM_OWNER_COMPUTE_AGENT"],
+        },
+    )
+
+    gpu_before = inventories(base, gpu)
+    res, _ = do_import(embedded, tmp_path, path, "--host", ids["cn1"])
+    assert res.refusals == []
+    traits = http_get(base, f"/resource_providers/{root}/traits")["traits"]
+    assert {"HW_CPU_X86_AVX2", "COMPUTE_NODE", "CUSTOM_OWNER_COMPUTE_AGENT"} <= set(traits)
+    assert inventories(base, gpu) == gpu_before  # untouched
+    assert "VCPU" in inventories(base, root)
+    again, client = do_import(embedded, tmp_path, path, "--host", ids["cn1"])
+    assert writes(client) == 0 and again.refusals == []
