@@ -82,13 +82,14 @@ def open_engine(url: str, what: str, write: bool = False) -> Engine:
         parsed = parsed.set(drivername="mysql+pymysql")
     engine = sa.create_engine(parsed, pool_pre_ping=True)
     if not write and backend == "mysql":
-
-        @sa.event.listens_for(engine, "connect")
-        def _read_only(dbapi_connection: Any, _record: Any) -> None:
-            with dbapi_connection.cursor() as cursor:
-                cursor.execute("SET SESSION TRANSACTION READ ONLY")
-
+        sa.event.listen(engine, "connect", read_only_session)
     return engine
+
+
+def read_only_session(dbapi_connection: Any, _record: Any) -> None:
+    """Make a new MySQL/MariaDB connection refuse writes (a pool ``connect`` listener)."""
+    with dbapi_connection.cursor() as cursor:
+        cursor.execute("SET SESSION TRANSACTION READ ONLY")
 
 
 def reflect(engine: Engine, url: str, what: str, tables: Iterable[str]) -> dict[str, sa.Table]:
