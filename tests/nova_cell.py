@@ -69,7 +69,8 @@ def _node(con, name: str, uuid: str | None, **cols) -> int:
     return insert(con, "compute_nodes", **row)
 
 
-def _instance(con, uuid: str, node: str, flavor: str, *, image: str | None = "img", **extra):
+def add_instance(con, uuid: str, node: str, flavor: str, *, image: str | None = "img", **extra):
+    """An instance on ``node``: its row, instance_extra (flavor by fixture key), root BDM."""
     insert(
         con,
         "instances",
@@ -194,14 +195,14 @@ def build_cell(path: Path, prefix: str) -> dict[str, str]:
             status="allocated" if fn == 0 else "available",
             instance_uuid=ids["i_vf"] if fn == 0 else None,
         )
-    _instance(con, ids["i_gpu"], cn1, "flavor_gpu")
-    _instance(con, ids["i_pci"], cn1, "flavor_small")
-    _instance(con, ids["i_bfv"], cn1, "flavor_medium", image=None)
-    _instance(con, ids["i_pinned"], cn1, "flavor_pinned", numa=NOVA_JSON["instance_numa_pinned"])
-    _instance(con, ids["i_vf"], cn1, "flavor_small")
-    _instance(con, ids["i_shared"], cn2, "flavor_small")
-    _instance(con, ids["i_resize"], cn2, "flavor_resizing")
-    _instance(con, ids["i_deleted"], cn1, "flavor_small", deleted=1)
+    add_instance(con, ids["i_gpu"], cn1, "flavor_gpu")
+    add_instance(con, ids["i_pci"], cn1, "flavor_small")
+    add_instance(con, ids["i_bfv"], cn1, "flavor_medium", image=None)
+    add_instance(con, ids["i_pinned"], cn1, "flavor_pinned", numa=NOVA_JSON["instance_numa_pinned"])
+    add_instance(con, ids["i_vf"], cn1, "flavor_small")
+    add_instance(con, ids["i_shared"], cn2, "flavor_small")
+    add_instance(con, ids["i_resize"], cn2, "flavor_resizing")
+    add_instance(con, ids["i_deleted"], cn1, "flavor_small", deleted=1)
     insert(
         con,
         "migrations",

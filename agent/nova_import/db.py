@@ -42,6 +42,10 @@ MIGRATION_DONE = frozenset(
 """Statuses of a migration no longer in progress (nova's
 ``migration_get_in_progress_by_host_and_node`` leaves these out)."""
 
+EVACUATION_OPEN = frozenset({"accepted", "pre-migrating", "done"})
+"""Statuses of an evacuation whose source still holds the instance's allocation: nova
+gives it back when the source compute starts again and marks the migration completed."""
+
 
 def safe_url(url: str) -> str:
     """``url`` with its password masked, for logs and messages."""
@@ -129,7 +133,8 @@ class CellRows:
         instances: ``instances`` rows on those nodes, by ``uuid``.
         extras: ``instance_extra`` rows, by ``instance_uuid``.
         pci_devices: ``pci_devices`` rows of those nodes.
-        migrations: ``migrations`` in progress touching those nodes.
+        migrations: ``migrations`` in progress touching those nodes (evacuations
+            until nova marks them completed).
         bdms: ``block_device_mapping`` rows, by ``instance_uuid``.
         aggregates: ``{host: {aggregate UUID}}`` from the API database.
     """
@@ -189,8 +194,15 @@ def _in_progress(conn: sa.Connection, table: sa.Table, nodes: set[str]) -> list[
     return [
         dict(r)
         for r in conn.execute(query).mappings()
-        if (r["status"] or "") not in MIGRATION_DONE and {r["source_node"], r["dest_node"]} & nodes
+        if _open(r) and {r["source_node"], r["dest_node"]} & nodes
     ]
+
+
+def _open(migration: Row) -> bool:
+    status = migration["status"] or ""
+    if migration["migration_type"] == "evacuation":
+        return status in EVACUATION_OPEN
+    return status not in MIGRATION_DONE
 
 
 def read_aggregates(engine: Engine, tables: Mapping[str, sa.Table]) -> dict[str, set[str]]:

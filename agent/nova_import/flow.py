@@ -227,22 +227,27 @@ def write_allocations(
     ours: set[str],
     dry: bool,
     res: ImportResult,
+    keep: Mapping[str, set[str]] | None = None,
 ) -> None:
     """Write (or, dry, diff) each consumer's part on the import's providers.
 
-    ``ours``: every provider the import lays out (all nodes) and the sharing
-    providers it allocates on; a consumer's parts elsewhere are kept.
+    Args:
+        ours: every provider the import lays out (all nodes) and the sharing
+            providers it allocates on; a consumer's parts elsewhere are kept.
+        keep: ``{consumer: providers}`` in ``ours`` whose part stays as held.
     """
+    keep = keep or {}
     for consumer, want in plans.items():
+        kept = keep.get(consumer, set())
         try:
             if dry:
                 held = report.get_allocations(consumer)
-                merged = merge_ours(held, want, ours)
+                merged = merge_ours(held, want, ours, kept)
                 changed = not _same(merged, held)
                 if changed:
                     res.diff.append(allocation_line(consumer, held, merged))
             else:
-                changed = report.edit_allocations(consumer, _editor(want, ours))
+                changed = report.edit_allocations(consumer, _editor(want, ours, kept))
         except PlacementError as exc:
             res.refusals.append(
                 Refusal(
@@ -261,12 +266,12 @@ def write_allocations(
 
 
 def _editor(
-    want: ConsumerAllocations, ours: set[str]
+    want: ConsumerAllocations, ours: set[str], kept: set[str]
 ) -> Callable[[ConsumerAllocations], ConsumerAllocations | None]:
     """The ``edit_allocations`` step: ``merge_ours``, or None when nothing would change."""
 
     def edit(held: ConsumerAllocations) -> ConsumerAllocations | None:
-        merged = merge_ours(held, want, ours)
+        merged = merge_ours(held, want, ours, kept)
         return None if _same(merged, held) else merged
 
     return edit
@@ -315,6 +320,11 @@ def import_cell(
     if not dry:
         res.created = report.client.counts[creates] - before
     ours = set().union(*(n.owned | ({n.sharing} if n.sharing else set()) for n in laid))
+    owned = {n.node.nodename: n.owned for n in laid}
+    keep = {
+        c: set().union(*(owned.get(node, set()) for node in nodes))
+        for c, nodes in consumers.keep_on.items()
+    }
     for node in laid:
-        write_allocations(report, plan_node(report, node, consumers), ours, dry, res)
+        write_allocations(report, plan_node(report, node, consumers), ours, dry, res, keep)
     return res

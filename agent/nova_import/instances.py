@@ -15,6 +15,8 @@ A move in progress (``migrations`` of type migration, resize or
 live-migration whose status is not final) is held as nova holds it: the
 **migration** consumer (``migrations.uuid``, type MIGRATION) holds the old
 flavor on the source node, the instance the new flavor on the destination.
+An evacuation nova has not completed leaves the instance's part on the
+source node as Placement holds it (nova removes it when that node returns).
 """
 
 from __future__ import annotations
@@ -42,11 +44,14 @@ class Consumers:
             an :class:`Instance` record whose ``uuid`` is the migration's.
         types: ``{consumer UUID: INSTANCE | MIGRATION}``.
         refusals: instances and migrations left out, one line each.
+        keep_on: ``{instance UUID: {nodename}}``: nodes where Placement's part
+            of the instance stays as held (the source of an unfinished evacuation).
     """
 
     by_node: dict[str, list[Instance]] = field(default_factory=dict)
     types: dict[str, str] = field(default_factory=dict)
     refusals: list[Refusal] = field(default_factory=list)
+    keep_on: dict[str, set[str]] = field(default_factory=dict)
 
     def add(self, node: str, record: Instance, consumer_type: str) -> None:
         """Put ``record`` on ``node`` as a consumer of ``consumer_type``."""
@@ -151,8 +156,13 @@ def _migration(mig: Mapping[str, Any], rows: CellRows, out: Consumers) -> set[st
     iuuid = mig["instance_uuid"]
     inst = rows.instances.get(iuuid)
     key = f"id {mig['id']}"
+    if mig.get("migration_type") == "evacuation" and mig.get("source_node"):
+        # nova keeps the instance's allocation on the source until that compute
+        # starts again: the import leaves it as Placement holds it.
+        out.keep_on.setdefault(iuuid, set()).add(mig["source_node"])
+        return set()
     if mig.get("migration_type") not in MOVES_WITH_MIGRATION_CONSUMER or mig.get("cross_cell_move"):
-        return set()  # evacuations and cross-cell moves: the instance row alone says where
+        return set()  # cross-cell moves: the instance row alone says where
     if inst is None or not mig.get("uuid"):
         raise RowRefused(
             "migrations",

@@ -22,9 +22,9 @@ from agent.report import ReportClient
 from agent.state import StateStore
 from tests.conftest import make_conf
 from tests.functional.conftest import http_get
-from tests.functional.test_reshape import http
+from tests.functional.test_reshape import http, put_allocations
 from tests.functional.test_sync import unique
-from tests.nova_cell import build_api, build_cell, execute
+from tests.nova_cell import add_instance, build_api, build_cell, execute, insert
 
 
 def do_import(embedded, tmp_path, cell, *extra, dry=False, numa=False):
@@ -457,3 +457,45 @@ def test_what_only_the_host_knows_is_kept(embedded, tmp_path, cell):
     assert "VCPU" in inventories(base, root)
     again, client = do_import(embedded, tmp_path, path, "--host", ids["cn1"])
     assert writes(client) == 0 and again.refusals == []
+
+
+def test_unfinished_evacuation_keeps_the_source_part(embedded, tmp_path, cell):
+    path, ids = cell
+    base, evac = embedded.url, str(uuidlib.uuid4())
+    con = sqlite3.connect(path)
+    add_instance(con, evac, ids["cn2"], "flavor_small")
+    insert(
+        con,
+        "migrations",
+        uuid=str(uuidlib.uuid4()),
+        instance_uuid=evac,
+        source_node=ids["cn1"],
+        dest_node=ids["cn2"],
+        source_compute=ids["cn1"],
+        dest_compute=ids["cn2"],
+        status="done",
+        migration_type="evacuation",
+        deleted=0,
+    )
+    con.commit()
+    con.close()
+    do_import(embedded, tmp_path, path, "--host", ids["cn1"])
+    # nova held the instance on cn1 before the evacuation
+    put_allocations(
+        base,
+        evac,
+        {ids["cn1_uuid"]: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 20}},
+        project="proj-a",
+    )
+    res, _ = do_import(embedded, tmp_path, path)
+    assert res.refusals == []
+    cn2 = provider(base, ids["cn2"])["uuid"]
+    held, _ = allocations(base, evac)
+    assert held == {
+        ids["cn1_uuid"]: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 20},
+        cn2: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 20},
+    }
+    # Once nova completed it (the source came back), the source part goes.
+    execute(path, "UPDATE migrations SET status = 'completed' WHERE instance_uuid = ?", evac)
+    do_import(embedded, tmp_path, path)
+    assert allocations(base, evac)[0] == {cn2: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 20}}
