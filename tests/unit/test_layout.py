@@ -269,8 +269,8 @@ def test_foreign_child_is_never_changed_or_removed_nor_its_parent():
     assert OWNER_TRAIT not in tree.data(bw).traits
     assert tree.data("cn_pci_0000_af_00_0").uuid == squatter
     assert set(tree.data(squatter).inventory) == {"CUSTOM_X"}
-    assert (
-        not tree.exists("cn_NUMA0") or tree.data("cn_NUMA0").uuid == tree.data(squatter).parent_uuid
-    )
+    assert not tree.exists("cn_NUMA0") or tree.data("cn_NUMA0").uuid == tree.data(
+        squatter
+    ).parent_uuid
     # Our own providers did move: the PF is under the compute node now.
     assert tree.data("cn_pci_0000_3b_00_0").parent_uuid == ROOT
