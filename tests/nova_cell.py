@@ -18,7 +18,8 @@ row                     what it exercises
 ``i_vf``                on cn1, an allocated VF (not counted: spec, SR-IOV later)
 ``i_shared``            on cn2 (shared storage), image-backed
 ``i_resize``            resize cn1 -> cn2 in progress (status finished): migration
-                        ``mig`` holds the old flavor on cn1, the instance the new on cn2
+                        ``mig`` holds the old flavor on cn1, the instance the new on cn2;
+                        ``mig_done`` (confirmed) is finished
 ``i_deleted``           soft-deleted: never read
 ======================  ===========================================================
 """
@@ -131,6 +132,7 @@ def build_cell(path: Path, prefix: str) -> dict[str, str]:
     """
     ids = {k: str(uuidlib.uuid4()) for k in ("cn1_uuid", "i_gpu", "i_pci", "i_bfv", "i_pinned")}
     ids |= {k: str(uuidlib.uuid4()) for k in ("i_vf", "i_shared", "i_resize", "i_deleted", "mig")}
+    ids["mig_done"] = str(uuidlib.uuid4())
     cn1, cn2 = f"{prefix}-cn1", f"{prefix}-cn2"
     ids |= {"cn1": cn1, "cn2": cn2}
     con = sqlite3.connect(path)
@@ -224,7 +226,7 @@ def build_cell(path: Path, prefix: str) -> dict[str, str]:
     insert(
         con,
         "migrations",
-        uuid=str(uuidlib.uuid4()),
+        uuid=ids["mig_done"],
         instance_uuid=ids["i_pci"],
         source_node=cn2,
         dest_node=cn1,

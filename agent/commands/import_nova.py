@@ -27,6 +27,7 @@ from agent.nova_import.instances import consumers
 from agent.nova_import.nodes import NodeImport, compute_node
 from agent.nova_import.refusal import Refusal, RowRefused
 from agent.nova_import.render import summary_lines
+from agent.nova_import.stale import GoneLookup
 from agent.placement.connect import placement_client
 from agent.report import ReportClient
 from agent.state import StateStore
@@ -120,6 +121,20 @@ def _write_uuids(url: str, res: ImportResult) -> list[str]:
         engine.dispose()
 
 
+def gone_lookup(url: str) -> GoneLookup:
+    """The stale-allocation lookup on the cell database at ``url`` (read-only, on demand)."""
+
+    def gone(uuids: set[str]) -> dict[str, str]:
+        engine = db.open_engine(url, "--cell-db")
+        try:
+            tables = db.reflect(engine, url, "--cell-db", ["instances", "migrations"])
+            return db.gone_consumers(engine, tables, uuids)
+        finally:
+            engine.dispose()
+
+    return gone
+
+
 def read_nova(args: argparse.Namespace) -> tuple[db.CellRows, str | None]:
     """The cell's rows and aggregates, and a bad-input message (None when the input is good).
 
@@ -161,12 +176,18 @@ def run(args: argparse.Namespace) -> int:
         # The import's own state directory: the agent's compute_nodes.json is never touched.
         report = ReportClient(client, StateStore(state))
         res = import_cell(
-            report, nodes, found, policy_from_conf(conf), rows.aggregates, args.dry_run
+            report,
+            nodes,
+            found,
+            policy_from_conf(conf),
+            rows.aggregates,
+            args.dry_run,
+            gone=gone_lookup(args.cell_db),
         )
         requests = client.total_requests()
         writes = sum(n for (method, _), n in client.counts.items() if method != "GET")
     res.refusals[:0] = refusals
-    for line in res.diff:
+    for line in res.diff + res.removed_lines:
         print(line)
     if not args.dry_run and args.write_uuids:
         for line in _write_uuids(args.cell_db, res):

@@ -205,6 +205,31 @@ def _open(migration: Row) -> bool:
     return status not in MIGRATION_DONE
 
 
+def gone_consumers(
+    engine: Engine, tables: Mapping[str, sa.Table], uuids: set[str]
+) -> dict[str, str]:
+    """Which of ``uuids`` nova has as deleted instances or finished migrations.
+
+    Returns:
+        ``{uuid: reason}``, e.g. ``"instance deleted in nova"``,
+        ``"migration confirmed in nova"``; a UUID nova does not know is absent.
+    """
+    inst, mig = tables["instances"], tables["migrations"]
+    wanted = sorted(uuids)
+    out: dict[str, str] = {}
+    with engine.connect() as conn:
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            query = sa.select(inst.c.uuid).where(inst.c.uuid.in_(chunk), inst.c.deleted != 0)
+            for (uuid,) in conn.execute(query):
+                out[uuid] = "instance deleted in nova"
+            query = sa.select(mig).where(mig.c.uuid.in_(chunk))
+            for row in conn.execute(query).mappings():
+                if row["deleted"] or not _open(row):
+                    out[row["uuid"]] = f"migration {row['status']} in nova"
+    return out
+
+
 def read_aggregates(engine: Engine, tables: Mapping[str, sa.Table]) -> dict[str, set[str]]:
     """``{host: {aggregate UUID}}`` from nova's API database (host aggregates).
 

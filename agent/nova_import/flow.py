@@ -29,6 +29,7 @@ from agent.nova_import.nodes import NodeImport
 from agent.nova_import.refusal import Refusal, RowRefused
 from agent.nova_import.render import allocation_line, tree_lines
 from agent.nova_import.shape import node_tree
+from agent.nova_import.stale import GoneLookup, held_on, remove_gone
 from agent.placement.errors import PlacementError
 from agent.provider_tree import ProviderTree
 from agent.report import ReportClient, RootConflict
@@ -44,6 +45,8 @@ class ImportResult:
         created: providers created. inventories, traits, aggregates: providers written.
         allocations_written: consumers whose allocations were written (would be, dry).
         allocations_unchanged: consumers Placement already held as nova says.
+        allocations_removed: consumers nova says are gone whose part was removed.
+        removed_lines: one line per consumer removed (not dry).
         new_uuids: ``{compute_nodes.id: UUID}`` of rows without a UUID.
         diff: the dry run's lines.
         refusals: rows and consumers not imported.
@@ -56,6 +59,8 @@ class ImportResult:
     aggregates: int = 0
     allocations_written: int = 0
     allocations_unchanged: int = 0
+    allocations_removed: int = 0
+    removed_lines: list[str] = field(default_factory=list)
     new_uuids: dict[int, str] = field(default_factory=dict)
     diff: list[str] = field(default_factory=list)
     refusals: list[Refusal] = field(default_factory=list)
@@ -284,6 +289,7 @@ def import_cell(
     policy: LayoutPolicy,
     aggregates: Mapping[str, set[str]],
     dry: bool = False,
+    gone: GoneLookup | None = None,
 ) -> ImportResult:
     """Import every node's tree, then every consumer's allocations.
 
@@ -294,6 +300,9 @@ def import_cell(
         policy: the layout policy from the configuration (ratios, reserved, NUMA).
         aggregates: ``{host: {aggregate UUID}}`` from nova's API database.
         dry: write nothing; ``ImportResult.diff`` says what would change.
+        gone: nova's answer to "which of these consumers are deleted instances
+            or finished migrations?"; their part on the import's providers is
+            removed (:mod:`agent.nova_import.stale`). None: nothing is removed.
 
     Returns:
         An :class:`ImportResult`; one node or consumer that fails is a refusal.
@@ -302,6 +311,38 @@ def import_cell(
         PlacementUnavailable: Placement cannot be reached.
     """
     res = ImportResult()
+    laid = _lay_out_all(report, nodes, policy, aggregates, dry, res)
+    ours = set().union(*(n.owned | ({n.sharing} if n.sharing else set()) for n in laid))
+    owned = {n.node.nodename: n.owned for n in laid}
+    keep = {
+        c: set().union(*(owned.get(node, set()) for node in nodes))
+        for c, nodes in consumers.keep_on.items()
+    }
+    planned: set[str] = set()
+    for node in laid:
+        plans = plan_node(report, node, consumers)
+        planned |= set(plans)
+        write_allocations(report, plans, ours, dry, res, keep)
+    if gone is not None:
+        # Providers Placement already had: new ones hold nothing yet.
+        existing = {u for n in laid for u in n.owned if n.held.exists(u)}
+        candidates = held_on(report, existing) - planned - set(keep) - set(consumers.types)
+        lines, refusals = remove_gone(report, candidates, gone, ours, dry)
+        res.allocations_removed = len(lines)
+        (res.diff if dry else res.removed_lines).extend(lines)
+        res.refusals.extend(refusals)
+    return res
+
+
+def _lay_out_all(
+    report: ReportClient,
+    nodes: list[NodeImport],
+    policy: LayoutPolicy,
+    aggregates: Mapping[str, set[str]],
+    dry: bool,
+    res: ImportResult,
+) -> list[_Laid]:
+    """Every node's tree (:func:`lay_out_node`); a node that fails is a refusal."""
     laid: list[_Laid] = []
     creates = ("POST", "/resource_providers")
     # Roots are created while the tree is read, children by the sync: count both.
@@ -319,12 +360,4 @@ def import_cell(
             res.refusals.append(Refusal("placement", node.nodename, "", str(exc), fix))
     if not dry:
         res.created = report.client.counts[creates] - before
-    ours = set().union(*(n.owned | ({n.sharing} if n.sharing else set()) for n in laid))
-    owned = {n.node.nodename: n.owned for n in laid}
-    keep = {
-        c: set().union(*(owned.get(node, set()) for node in nodes))
-        for c, nodes in consumers.keep_on.items()
-    }
-    for node in laid:
-        write_allocations(report, plan_node(report, node, consumers), ours, dry, res, keep)
-    return res
+    return laid

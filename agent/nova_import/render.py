@@ -72,7 +72,9 @@ def summary_lines(res: ImportResult, dry: bool, requests: int, writes: int) -> l
         f"inventories {verb}: {res.inventories}; "
         f"traits: {res.traits}; aggregates: {res.aggregates}",
         f"allocations {verb}: {res.allocations_written}; "
-        f"already as nova says: {res.allocations_unchanged}",
+        f"already as nova says: {res.allocations_unchanged}; "
+        f"of consumers nova says are gone, {'to remove' if dry else 'removed'}: "
+        f"{res.allocations_removed}",
         f"placement requests: {requests} ({writes} writes)",
     ]
     if res.refusals:

@@ -14,7 +14,7 @@ import uuid as uuidlib
 import pytest
 
 from agent.cli import build_parser, main
-from agent.commands.import_nova import map_nodes, read_nova
+from agent.commands.import_nova import gone_lookup, map_nodes, read_nova
 from agent.layout import policy_from_conf
 from agent.nova_import.flow import import_cell
 from agent.nova_import.instances import consumers
@@ -46,6 +46,7 @@ def do_import(embedded, tmp_path, cell, *extra, dry=False, numa=False):
         policy_from_conf(conf),
         rows.aggregates,
         dry,
+        gone=gone_lookup(f"sqlite:///{cell}"),
     )
     res.refusals[:0] = refusals + found.refusals
     return res, client
@@ -499,3 +500,38 @@ def test_unfinished_evacuation_keeps_the_source_part(embedded, tmp_path, cell):
     execute(path, "UPDATE migrations SET status = 'completed' WHERE instance_uuid = ?", evac)
     do_import(embedded, tmp_path, path)
     assert allocations(base, evac)[0] == {cn2: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 20}}
+
+
+def test_stale_allocations_of_consumers_nova_says_are_gone_are_removed(embedded, tmp_path, cell):
+    path, ids = cell
+    base, root = embedded.url, ids["cn1_uuid"]
+    do_import(embedded, tmp_path, path)
+    other, foreign = str(uuidlib.uuid4()), str(uuidlib.uuid4())
+    http(base, "POST", "/resource_providers", {"name": unique("elsewhere"), "uuid": other})
+    http(
+        base,
+        "PUT",
+        f"/resource_providers/{other}/inventories",
+        {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 8}}},
+    )
+    # A stale Placement: a deleted instance (with a part elsewhere), a confirmed
+    # migration, and a consumer nova does not know at all.
+    put_allocations(base, ids["i_deleted"], {root: {"VCPU": 1}, other: {"VCPU": 1}})
+    put_allocations(base, ids["mig_done"], {root: {"MEMORY_MB": 512}})
+    put_allocations(base, foreign, {root: {"VCPU": 1}})
+
+    dry, client = do_import(embedded, tmp_path, path, dry=True)
+    assert writes(client) == 0 and dry.allocations_removed == 2
+    assert (
+        f"remove allocations of consumer {ids['i_deleted']}: instance deleted in nova" in dry.diff
+    )
+    assert f"remove allocations of consumer {ids['mig_done']}: migration confirmed in nova" in (
+        dry.diff
+    )
+    res, _ = do_import(embedded, tmp_path, path)
+    assert res.allocations_removed == 2 and res.refusals == []
+    assert allocations(base, ids["i_deleted"])[0] == {other: {"VCPU": 1}}  # not ours: kept
+    assert allocations(base, ids["mig_done"])[0] == {}
+    assert allocations(base, foreign)[0] == {root: {"VCPU": 1}}  # unknown to nova: kept
+    again, client = do_import(embedded, tmp_path, path)
+    assert writes(client) == 0 and again.allocations_removed == 0
