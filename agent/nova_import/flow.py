@@ -324,8 +324,13 @@ def import_cell(
         planned |= set(plans)
         write_allocations(report, plans, ours, dry, res, keep)
     if gone is not None:
-        # Providers Placement already had: new ones hold nothing yet.
-        existing = {u for n in laid for u in n.owned if n.held.exists(u)}
+        # Providers Placement already had (a generation): new ones hold nothing yet.
+        existing = {
+            u
+            for n in laid
+            for u in n.owned
+            if n.held.exists(u) and n.held.data(u).generation is not None
+        }
         candidates = held_on(report, existing) - planned - set(keep) - set(consumers.types)
         lines, refusals = remove_gone(report, candidates, gone, ours, dry)
         res.allocations_removed = len(lines)
