@@ -174,7 +174,13 @@ def lay_out_node(
     try:
         tree = node_tree(held, node, policy, aggregates)
     except ConfigError as exc:
-        raise RowRefused("compute_nodes", f"id {node.id}", "", str(exc), "adjust it") from None
+        raise RowRefused(
+            "compute_nodes",
+            f"id {node.id} ({node.nodename})",
+            "",
+            str(exc),
+            "import this node with a --config that fits it",
+        ) from None
     if dry:
         if new_root:
             how = " (new UUID: compute_nodes.uuid is NULL)" if node.uuid is None else ""
@@ -196,6 +202,11 @@ def lay_out_node(
     return _Laid(node, tree, held, policy, _owned(tree, node.nodename), sharing)
 
 
+def _in_placement(held: ProviderTree, uuid: str) -> bool:
+    """True when Placement has the provider (a dry run's new root has no generation)."""
+    return held.exists(uuid) and held.data(uuid).generation is not None
+
+
 def _same(a: ConsumerAllocations, b: ConsumerAllocations) -> bool:
     return (a.allocations, a.project_id, a.user_id, a.consumer_type) == (
         b.allocations,
@@ -213,7 +224,8 @@ def plan_node(
     held = None
     if laid.policy.model_numa:
         # Sticky NUMA placement (agent.allocations): what Placement holds stays if it fits.
-        cells = [u for u in cpu_memory_providers(laid.tree, laid.owned) if laid.held.exists(u)]
+        cpu_memory = cpu_memory_providers(laid.tree, laid.owned)
+        cells = [u for u in cpu_memory if _in_placement(laid.held, u)]
         held = by_consumer({u: report.provider_allocations(u) for u in cells})
     plans = plan_allocations(
         consumers.by_node.get(name, []),
@@ -325,12 +337,7 @@ def import_cell(
         write_allocations(report, plans, ours, dry, res, keep)
     if gone is not None:
         # Providers Placement already had (a generation): new ones hold nothing yet.
-        existing = {
-            u
-            for n in laid
-            for u in n.owned
-            if n.held.exists(u) and n.held.data(u).generation is not None
-        }
+        existing = {u for n in laid for u in n.owned if _in_placement(n.held, u)}
         candidates = held_on(report, existing) - planned - set(keep) - set(consumers.types)
         lines, refusals = remove_gone(report, candidates, gone, ours, dry)
         res.allocations_removed = len(lines)

@@ -27,7 +27,7 @@ from tests.functional.test_sync import unique
 from tests.nova_cell import add_instance, build_api, build_cell, execute, insert
 
 
-def do_import(embedded, tmp_path, cell, *extra, dry=False, numa=False):
+def do_import(embedded, tmp_path, cell, *extra, dry=False, numa=False, **groups):
     """One import as the command runs it; (result, client) for request counts."""
     argv = ["import-nova", "--cell-db", f"sqlite:///{cell}", *extra] + (["--dry-run"] * dry)
     args = build_parser().parse_args(argv)
@@ -36,7 +36,7 @@ def do_import(embedded, tmp_path, cell, *extra, dry=False, numa=False):
     refusals = []
     nodes = map_nodes(rows, set(args.shared_storage), refusals)
     found = consumers(rows)
-    conf = make_conf(tmp_path, numa={"model_in_placement": numa})
+    conf = make_conf(tmp_path, numa={"model_in_placement": numa}, **groups)
     client = embedded.client()
     state = StateStore(tmp_path / f"import-state-{uuidlib.uuid4().hex[:6]}")
     res = import_cell(
@@ -535,3 +535,23 @@ def test_stale_allocations_of_consumers_nova_says_are_gone_are_removed(embedded,
     assert allocations(base, foreign)[0] == {root: {"VCPU": 1}}  # unknown to nova: kept
     again, client = do_import(embedded, tmp_path, path)
     assert writes(client) == 0 and again.allocations_removed == 0
+
+
+def test_dry_run_of_a_new_node_without_numa_cells_under_numa_config(embedded, tmp_path, cell):
+    path, ids = cell
+    execute(path, "UPDATE compute_nodes SET numa_topology = NULL WHERE id = 2")
+    res, client = do_import(embedded, tmp_path, path, "--host", ids["cn2"], dry=True, numa=True)
+    assert res.refusals == [] and writes(client) == 0
+    assert (
+        f"inventory of {ids['cn2']}: (none) -> DISK_GB 500, MEMORY_MB 65536 reserved=512, "
+        "VCPU 16 allocation_ratio=4.0" in res.diff
+    )
+
+
+def test_a_configuration_that_does_not_fit_a_node_refuses_it(embedded, tmp_path, cell):
+    path, ids = cell
+    res, _ = do_import(embedded, tmp_path, path, DEFAULT={"reserved_host_disk_mb": 600 * 1024})
+    (line,) = [r.line() for r in res.refusals]
+    assert line.startswith(f"compute_nodes id 2 ({ids['cn2']}): [DEFAULT] reserved_host_disk_mb")
+    assert line.endswith("import this node with a --config that fits it")
+    assert res.nodes == [ids["cn1"]]
