@@ -5,7 +5,8 @@ it; tests/fixtures/nova holds nova 34's). SQLite files are opened with
 ``mode=ro``; MySQL/MariaDB sessions are ``SET SESSION TRANSACTION READ ONLY``
 (PyMySQL). Only ``--write-uuids`` opens a writing connection, for one
 ``UPDATE compute_nodes SET uuid`` per node that had none.
-Soft-deleted rows (``deleted != 0``) are never read.
+Soft-deleted rows (``deleted != 0``) are never imported; :func:`gone_consumers`
+looks them up only to clear a stale Placement.
 """
 
 from __future__ import annotations
