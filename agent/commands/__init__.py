@@ -14,4 +14,5 @@ COMMAND_MODULES: tuple[str, ...] = (
     "agent.commands.placement_serve",
     "agent.commands.capture",
     "agent.commands.reshape",
+    "agent.commands.import_nova",
 )
