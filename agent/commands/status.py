@@ -19,7 +19,7 @@ from typing import Any
 
 from agent.commands.common import add_config_args, add_format_arg, load_conf
 from agent.output import Output, escape
-from agent.state import StateStore, record_age
+from agent.state import StateStore, boot_id, record_age
 
 NAME = "status"
 HELP = "print the last cycle's outcome; non-zero exit when it failed or is stale"
@@ -111,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
         cause = _state_dir_problem(Path(conf.state_path))
         if cause:
             out.print(f"  {escape(cause)}: cycles may run but cannot be recorded")
+        out.print(f"  {escape(_process_state(record, age))}")
     elif status == "DEGRADED":
         out.print(f"DEGRADED, {age:.0f} s ago: {escape(summary)}")
         for node in record.get("nodes", []):
@@ -119,6 +120,24 @@ def run(args: argparse.Namespace) -> int:
     else:
         out.print(f"OK, {age:.0f} s ago: {escape(summary)}")
     return code
+
+
+def _process_state(record: dict[str, Any], age: float) -> str:
+    """Whether the service that recorded ``record`` still runs: wedged or stopped."""
+    pid = record.get("pid")
+    if not isinstance(pid, int) or record.get("boot_id") != boot_id():
+        return "the service that recorded it is not running (or ran before a reboot)"
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return f"the service that recorded it (pid {pid}) is not running"
+    except PermissionError:
+        pass  # it exists, under another user
+    return (
+        f"the service (pid {pid}) is running but no cycle finished for {age:.0f} s: it is "
+        "wedged (a cycle stuck past cycle_timeout); its log says where, and systemd's "
+        "watchdog restarts it"
+    )
 
 
 def _state_dir_problem(path: Path) -> str:

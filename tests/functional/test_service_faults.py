@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import signal
 import socket
@@ -315,3 +316,22 @@ def test_keystone_refusing_the_credentials_is_named_with_the_options_to_fix(tmp_
     assert "Keystone refused the agent's credentials (401)" in error
     assert "auth_url, username, password" in error
     assert "wrong-secret-123" not in error + done.stderr + done.stdout
+
+
+def test_status_names_why_the_last_cycle_is_stale(tmp_path):
+    conf = write_conf(tmp_path / "c.conf", tmp_path / "state")
+    assert run_cli("run", "--once", "--config", str(conf)).returncode == 0
+    time.sleep(1.1)
+    stopped = run_cli("status", "--config", str(conf), "--max-age", "1")
+    assert stopped.returncode == 1 and "is not running" in stopped.stdout, stopped.stdout
+    # The record of a service that is still running (this test's own pid): wedged.
+    record = last_cycle(tmp_path / "state")
+    record["pid"] = os.getpid()
+    (tmp_path / "state" / "last_cycle.json").write_text(json.dumps(record))
+    wedged = run_cli("status", "--config", str(conf), "--max-age", "1")
+    assert wedged.returncode == 1 and "wedged" in wedged.stdout, wedged.stdout
+    # A file in place of the state directory: refused, naming it.
+    shutil.rmtree(tmp_path / "state")
+    (tmp_path / "state").write_text("")
+    gone = run_cli("status", "--config", str(conf), "--max-age", "1")
+    assert gone.returncode == 2 and "is not a directory" in gone.stderr, gone.stderr
