@@ -130,7 +130,7 @@ def setup(client: PlacementClient, tmp: Path, name: str, consumers: int) -> None
     expected = flat.expected_allocations(tree, name)
     client.post(
         "/allocations",
-        json={c: {**rec, "consumer_generation": None} for c, rec in expected.items()},
+        json={c: rec.to_placement() for c, rec in expected.items()},
     )
 
 
