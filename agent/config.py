@@ -17,6 +17,7 @@ import re
 import socket
 from collections.abc import Sequence
 
+import os_traits
 from oslo_config import cfg
 
 from agent.exceptions import ConfigError
@@ -111,6 +112,17 @@ COMPUTE_OPTS: list[cfg.Opt] = [
         "'fake' (a host description file, for tests and labs). "
         "'host' reports this machine's real hardware (sysfs, /proc, udev) with no instances.",
     ),
+    cfg.StrOpt(
+        "owner_trait",
+        default="OWNER_NOVA",
+        help="Trait that marks the providers this agent owns: the compute node carries it "
+        "with COMPUTE_NODE, and so does every child provider laid out. Children without "
+        "it (a network agent's, cyborg's OWNER_CYBORG) are never changed. Default: "
+        "os-traits' OWNER_NOVA, which nova 34's scheduler requires on the compute node "
+        "(root_required=OWNER_NOVA). Either a standard OWNER_* trait of os-traits or a "
+        "CUSTOM_ trait. Providers carrying CUSTOM_OWNER_COMPUTE_AGENT (earlier agents) "
+        "are taken over (docs/deployment.md).",
+    ),
     cfg.ListOpt(
         "resource_class_renames",
         default=[],
@@ -142,6 +154,21 @@ DEVICES_OPTS: list[cfg.Opt] = [
     ),
 ]
 
+PCI_OPTS: list[cfg.Opt] = [
+    cfg.BoolOpt(
+        "report_in_placement",
+        default=False,
+        help="Nova's [pci] report_in_placement: each whole PCI device and each PF whose "
+        "VFs are offered without a physical_network gets its own provider named "
+        "{nodename}_{PCI ADDRESS} under the compute node, class resource_class of its "
+        "device_spec or CUSTOM_PCI_{VENDOR}_{PRODUCT}, traits COMPUTE_MANAGED_PCI_DEVICE "
+        "and the device_spec traits (nova/compute/pci_placement_translator.py), so "
+        "nova's [pci] alias requests find them. PFs with a physical_network keep their "
+        "SRIOV_NET_VF provider for neutron ports. Off: whole devices are reported as "
+        "{nodename}_pci_{dddd_bb_ss_f} and VFs as SRIOV_NET_VF on their PF.",
+    ),
+]
+
 FAKE_OPTS: list[cfg.Opt] = [
     cfg.StrOpt(
         "host_file",
@@ -161,6 +188,7 @@ _CORE_GROUPS: list[tuple[str, list[cfg.Opt]]] = [
     ("compute", COMPUTE_OPTS),
     ("numa", NUMA_OPTS),
     ("devices", DEVICES_OPTS),
+    ("pci", PCI_OPTS),
     ("fake", FAKE_OPTS),
 ]
 
@@ -244,6 +272,23 @@ def validate(conf: cfg.ConfigOpts) -> None:
                     "must be greater than 0"
                 )
     resource_class_renames(conf)
+    owner_trait(conf)
+
+
+def owner_trait(conf: cfg.ConfigOpts) -> str:
+    """``[compute] owner_trait``, checked: a standard ``OWNER_*`` trait or a ``CUSTOM_`` one.
+
+    Raises:
+        ConfigError: naming the option and the accepted values.
+    """
+    value = conf.compute.owner_trait
+    owners = os_traits.get_traits(prefix="OWNER_")
+    if value in owners or re.match(r"^CUSTOM_[A-Z0-9_]+$", value or ""):
+        return value
+    raise ConfigError(
+        f"[compute] owner_trait = {value!r} is neither a standard owner trait of os-traits "
+        f"({', '.join(sorted(owners))}) nor a CUSTOM_[A-Z0-9_]+ trait"
+    )
 
 
 def load(

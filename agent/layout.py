@@ -33,20 +33,20 @@ import os_traits
 from oslo_config import cfg
 
 from agent import config as agent_config
+from agent import ownership
 from agent.exceptions import ConfigError
 from agent.names import resource_class_name, trait_name
+from agent.node_traits import cell_cpu_traits, is_managed_root_trait
 from agent.provider_tree import ProviderTree
 from agent.resources import Inventory
 from drivers.records import Gpu, HostResources, MdevType, pci_address_slug
 
 LOG = logging.getLogger(__name__)
 
-OWNER_TRAIT = "CUSTOM_OWNER_COMPUTE_AGENT"
-"""Carried by every provider the agent lays out; children without it are someone else's."""
+OWNER_TRAIT = ownership.DEFAULT_OWNER_TRAIT
+"""The default owner trait (``[compute] owner_trait``), carried by every provider laid out.
 
-# Traits on the compute node that the agent manages; any other trait there
-# (set by an operator through the API) is left alone.
-MANAGED_ROOT_TRAIT_PREFIXES = ("HW_CPU_", "HW_NUMA_", "COMPUTE_ARCH_")
+Which children are the agent's is decided in :mod:`agent.ownership` alone."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +67,9 @@ class LayoutPolicy:
         enabled_mdev_types: mdev types offered as VGPU, in preference order.
         resource_class_renames: ``(OLD, NEW)`` pairs: NEW is reported wherever
             OLD would be (``[compute] resource_class_renames``; docs/reshape.md).
+        owner_trait: ``[compute] owner_trait``, on every provider laid out.
+        pci_in_placement: ``[pci] report_in_placement``: whole devices and
+            VFs without a physnet get nova's PCI-in-placement providers.
     """
 
     cpu_allocation_ratio: float | None = None
@@ -81,6 +84,8 @@ class LayoutPolicy:
     model_numa: bool = False
     enabled_mdev_types: tuple[str, ...] = field(default_factory=tuple)
     resource_class_renames: tuple[tuple[str, str], ...] = ()
+    owner_trait: str = ownership.DEFAULT_OWNER_TRAIT
+    pci_in_placement: bool = False
 
 
 def policy_from_conf(conf: cfg.ConfigOpts) -> LayoutPolicy:
@@ -98,6 +103,8 @@ def policy_from_conf(conf: cfg.ConfigOpts) -> LayoutPolicy:
         model_numa=conf.numa.model_in_placement,
         enabled_mdev_types=tuple(conf.devices.enabled_mdev_types),
         resource_class_renames=tuple(agent_config.resource_class_renames(conf).items()),
+        owner_trait=agent_config.owner_trait(conf),
+        pci_in_placement=conf.pci.report_in_placement,
     )
 
 
@@ -249,7 +256,10 @@ def desired_providers(
                 inv["MEMORY_MB"] = _inv(
                     "MEMORY_MB", cell.memory_mb, r_mem, ratio(name, "MEMORY_MB")
                 )
-            specs.append(ProviderSpec(name, node, inv, {os_traits.HW_NUMA_ROOT}))
+            traits = {os_traits.HW_NUMA_ROOT}
+            if cell.vcpus or cell.pcpus:
+                traits |= cell_cpu_traits(host.traits)
+            specs.append(ProviderSpec(name, node, inv, traits))
     else:
         if host.vcpus:
             _check_reserved("reserved_host_cpus", "VCPU", reserved_cpus, host.vcpus)
@@ -343,14 +353,16 @@ def apply_layout(tree: ProviderTree, host: HostResources, policy: LayoutPolicy) 
     Children are created and updated, and those the host no longer has, or
     whose parent changed, are removed (a moved one is created again under its
     new parent with the same UUID). Every provider laid out carries
-    :data:`OWNER_TRAIT`.
-    Ownership: a child provider without :data:`OWNER_TRAIT` was made by
+    the owner trait (``policy.owner_trait``); the compute node also carries
+    ``COMPUTE_NODE`` (nova's ``ResourceTracker._get_traits``).
+    Ownership (:mod:`agent.ownership`): a child provider that is not the
+    agent's (no owner trait, and not one to take over) was made by
     someone else (a network agent's bandwidth provider, an operator): it is
     never changed or removed, nor is any provider above it; a provider the
     layout wants under a name such a child holds is not reported, and a
     warning says so once per process.
     Operator-set traits on the compute node outside
-    :data:`MANAGED_ROOT_TRAIT_PREFIXES` are kept; aggregates are never touched.
+    :func:`agent.node_traits.is_managed_root_trait` are kept; aggregates are never touched.
 
     Raises:
         ProviderNotFound: the compute node is not in the tree.
@@ -358,8 +370,10 @@ def apply_layout(tree: ProviderTree, host: HostResources, policy: LayoutPolicy) 
     """
     specs = desired_providers(host, policy, tree)
     node = host.nodename
+    owner = policy.owner_trait
     root_uuid = tree.data(node).uuid
-    foreign = foreign_providers(tree, root_uuid)
+    _log_adoption(tree, node, owner)
+    foreign = ownership.foreign(tree, node, owner)
     protected = set(foreign)
     for uuid in foreign:
         parent = tree.data(uuid).parent_uuid
@@ -367,7 +381,7 @@ def apply_layout(tree: ProviderTree, host: HostResources, policy: LayoutPolicy) 
             protected.add(parent)
             parent = tree.data(parent).parent_uuid
     for uuid in foreign:
-        _warn_foreign(tree.data(uuid).name, uuid, node)
+        _warn_foreign(tree.data(uuid).name, uuid, node, owner)
     wanted = {s.name: s for s in specs}
     # Deepest first, so a subtree is never visited after its parent went.
     for uuid in reversed(tree.get_provider_uuids(root_uuid)[1:]):
@@ -391,31 +405,44 @@ def apply_layout(tree: ProviderTree, host: HostResources, policy: LayoutPolicy) 
             kept = {
                 t
                 for t in tree.data(spec.name).traits
-                if not t.startswith(MANAGED_ROOT_TRAIT_PREFIXES)
+                if not is_managed_root_trait(t, owner)
             }
-            tree.update_traits(spec.name, kept | spec.traits | {OWNER_TRAIT})
+            root_traits = {os_traits.COMPUTE_NODE, owner}
+            tree.update_traits(spec.name, kept | spec.traits | root_traits)
         else:
-            tree.update_traits(spec.name, spec.traits | {OWNER_TRAIT})
+            tree.update_traits(spec.name, spec.traits | {owner})
 
 
-def foreign_providers(tree: ProviderTree, root_uuid: str) -> list[str]:
-    """UUIDs of the providers below the compute node that lack :data:`OWNER_TRAIT`.
+def foreign_providers(tree: ProviderTree, nodename: str, owner_trait: str) -> list[str]:
+    """UUIDs of the children of compute node ``nodename`` that are not the agent's.
 
-    The compute node itself is the agent's by definition (it is found or
-    created by ``ReportClient.ensure_root`` and gets the trait on the first
-    write), so it is never foreign.
+    The rule lives in :mod:`agent.ownership` (:func:`agent.ownership.foreign`).
     """
-    return [
-        uuid
-        for uuid in tree.get_provider_uuids(root_uuid)[1:]
-        if OWNER_TRAIT not in tree.data(uuid).traits
-    ]
+    return ownership.foreign(tree, nodename, owner_trait)
 
 
 _warned_foreign: set[str] = set()
+_logged_adoption: set[str] = set()
 
 
-def _warn_foreign(name: str, uuid: str, node: str) -> None:
+def _log_adoption(tree: ProviderTree, node: str, owner: str) -> None:
+    """Log once per provider what this write takes over (nova's, or an earlier agent's)."""
+    for name, uuid, reason in ownership.to_adopt(tree, node, owner):
+        if uuid in _logged_adoption:
+            continue
+        _logged_adoption.add(uuid)
+        LOG.warning(
+            "compute node %s: taking over provider %s (%s): %s; it gets trait %s and its "
+            "allocations are kept",
+            node,
+            name,
+            uuid,
+            reason,
+            owner,
+        )
+
+
+def _warn_foreign(name: str, uuid: str, node: str, owner: str) -> None:
     if uuid in _warned_foreign:
         return
     _warned_foreign.add(uuid)
@@ -426,5 +453,5 @@ def _warn_foreign(name: str, uuid: str, node: str) -> None:
         name,
         uuid,
         node,
-        OWNER_TRAIT,
+        owner,
     )

@@ -34,7 +34,7 @@ from agent.allocation_model import ConsumerAllocations
 from agent.allocations import cpu_memory_providers, plan_allocations
 from agent.audit import AllocationAudit
 from agent.exceptions import AgentError, CapacityExceeded, ReshapeFailed, ReshapeNeeded
-from agent.layout import OWNER_TRAIT
+from agent import ownership
 from agent.provider_tree import ProviderTree
 from agent.report import ReportClient, SyncResult
 from agent.state import StateStore
@@ -251,12 +251,8 @@ class ResourceTracker:
         node.unknown_consumers = audit.unknown
         node.problems.extend(audit.errors)
 
-    @staticmethod
-    def _owned(tree: ProviderTree, nodename: str) -> set[str]:
-        root = tree.data(nodename).uuid
-        return {root} | {
-            u for u in tree.get_provider_uuids(root)[1:] if OWNER_TRAIT in tree.data(u).traits
-        }
+    def _owned(self, tree: ProviderTree, nodename: str) -> set[str]:
+        return ownership.owned(tree, nodename, self.conf.compute.owner_trait)
 
     def _sharing_provider(self, tree: ProviderTree, nodename: str) -> str | None:
         """The shared-storage provider for DISK_GB when the node's disks are shared."""
@@ -295,7 +291,8 @@ class ResourceTracker:
         root = before.data(nodename).uuid
         for uuid in before.get_provider_uuids(root)[1:]:
             old = before.data(uuid)
-            if tree.exists(uuid) or OWNER_TRAIT not in old.traits or not old.inventory:
+            ours = ownership.is_ours(old, nodename, self.conf.compute.owner_trait)
+            if tree.exists(uuid) or not ours or not old.inventory:
                 continue
             usages = self.report.provider_usages(uuid)
             if not any(usages.values()):

@@ -88,7 +88,7 @@ def shape(tree: ProviderTree) -> dict[str, tuple[str | None, dict, set]]:
             rc: (i.total, i.reserved, i.max_unit, i.allocation_ratio)
             for rc, i in p.inventory.items()
         }
-        out[p.name] = (parent, inv, set(p.traits) - {OWNER_TRAIT})
+        out[p.name] = (parent, inv, set(p.traits) - {OWNER_TRAIT, "COMPUTE_NODE"})
     return out
 
 
@@ -127,7 +127,7 @@ def test_numa_tree_moves_cpu_memory_and_devices_under_cells():
     assert s["cn_NUMA0"] == (
         "cn",
         {"VCPU": (8, 1, 8, 4.0), "PCPU": (2, 0, 2, 1.0), "MEMORY_MB": (32768, 1024, 32768, 1.0)},
-        {"HW_NUMA_ROOT"},
+        {"HW_NUMA_ROOT", "HW_CPU_X86_AVX2"},  # the host's CPU traits too (node_traits)
     )
     assert s["cn_NUMA1"][1]["VCPU"] == (8, 0, 8, 4.0)  # reserved taken from cell 0 first
     assert s["cn_pci_0000_3b_00_0"][0] == "cn_NUMA1"
@@ -201,6 +201,7 @@ def test_operator_traits_on_root_are_kept_and_managed_ones_replaced():
         "CUSTOM_GOLD",
         "HW_CPU_X86_AVX2",
         "COMPUTE_ARCH_X86_64",
+        "COMPUTE_NODE",
         OWNER_TRAIT,
     }
 

@@ -33,6 +33,6 @@ def tree_of(conf) -> dict[str, dict]:
         out[p.name] = {
             "parent": parent,
             "inv": {rc: inv.total for rc, inv in p.inventory.items()},
-            "traits": set(p.traits) - {OWNER_TRAIT},
+            "traits": set(p.traits) - {OWNER_TRAIT, "COMPUTE_NODE"},
         }
     return out

@@ -18,7 +18,7 @@ LIBVIRT = FIXTURES / "libvirt"
 SYSFS = FIXTURES / "sysfs"
 ROOT_UUID = "00000000-0000-0000-0000-0000000000c1"
 # The layout marks providers it made with an ownership trait; not hardware.
-OWNED = {t for t in (getattr(layout, "OWNER_TRAIT", None),) if t}
+OWNED = {layout.OWNER_TRAIT, "COMPUTE_NODE"}
 
 
 def uri(fixture: str) -> str:

@@ -37,7 +37,7 @@ def test_every_provider(tmp_path):
         assert tree[cell] == {
             "parent": "cn1",
             "inv": {"VCPU": (20, 0, 20, 4.0), "MEMORY_MB": (mem, 0, mem, 1.0)},
-            "traits": {"HW_NUMA_ROOT"},
+            "traits": {"HW_NUMA_ROOT"} | tree["cn1"]["traits"],  # CPU traits on cells too
         }
     # 86: two nvidia-35 mdevs + 14 available; 87: nvidia-35 is the first enabled type it has.
     for gpu in ("cn1_pci_0000_86_00_0", "cn1_pci_0000_87_00_0"):

@@ -70,7 +70,7 @@ def test_every_provider(tmp_path):
     assert tree["cn1_NUMA0"] == {
         "parent": "cn1",
         "inv": {"VCPU": (16, 0, 16, 4.0), "MEMORY_MB": (95877, 0, 95877, 1.0)},
-        "traits": {"HW_NUMA_ROOT"},
+        "traits": {"HW_NUMA_ROOT"} | root["traits"],
     }
     assert tree["cn1_NUMA1"] == {
         "parent": "cn1",
@@ -79,7 +79,7 @@ def test_every_provider(tmp_path):
             "PCPU": (8, 0, 8, 1.0),
             "MEMORY_MB": (96713, 0, 96713, 1.0),
         },
-        "traits": {"HW_NUMA_ROOT"},
+        "traits": {"HW_NUMA_ROOT"} | root["traits"],
     }
     nvme = (("cn1_pci_0000_5e_00_0", "cn1_NUMA0"), ("cn1_pci_0000_d8_00_0", "cn1_NUMA1"))
     for name, cell in nvme:
