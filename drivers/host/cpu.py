@@ -52,6 +52,11 @@ _VENDOR_PREFIX = {"GenuineIntel": "INTEL_", "AuthenticAMD": "AMD_"}
 # feature libvirt calls spec-ctrl (os-traits INTEL_SPEC_CTRL); the kernel
 # hides its own spec_ctrl flag and shows "ibrs" for it.
 _VENDOR_FLAG_ALIASES = {("GenuineIntel", "ibrs"): "INTEL_SPEC_CTRL"}
+# Flags that map to more than one os-traits name: the generic one and the
+# vendor-specific one, whatever the vendor_id says (nova/virt/libvirt/utils.py
+# CPU_TRAITS_MAPPING: 'vmx' -> HW_CPU_X86_VMX and HW_CPU_X86_INTEL_VMX,
+# 'svm' -> HW_CPU_X86_SVM and HW_CPU_X86_AMD_SVM).
+_FLAG_ALSO = {"vmx": ("INTEL_VMX",), "svm": ("AMD_SVM",)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +113,9 @@ def cpu_flag_traits(flags: Iterable[str], vendor: str = "") -> frozenset[str]:
             if candidate and _X86_PREFIX + candidate in _X86_TRAITS:
                 out.add(_X86_PREFIX + candidate)
                 break
+        out.update(
+            _X86_PREFIX + t for t in _FLAG_ALSO.get(flag, ()) if _X86_PREFIX + t in _X86_TRAITS
+        )
     return frozenset(out)
 
 
