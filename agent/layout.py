@@ -39,7 +39,14 @@ from agent.names import resource_class_name, trait_name
 from agent.node_traits import cell_cpu_traits, is_managed_root_trait
 from agent.provider_tree import ProviderTree
 from agent.resources import Inventory
-from drivers.records import Gpu, HostResources, MdevType, pci_address_slug
+from drivers.records import (
+    Gpu,
+    HostResources,
+    MdevType,
+    SriovPF,
+    normalize_pci_address,
+    pci_address_slug,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -116,6 +123,63 @@ def numa_provider_name(nodename: str, cell_id: int) -> str:
 def device_provider_name(nodename: str, address: str) -> str:
     """``{nodename}_pci_{dddd_bb_ss_f}`` for a GPU, PF or whole PCI device."""
     return f"{nodename}_pci_{pci_address_slug(address)}"
+
+
+def pci_placement_provider_name(nodename: str, address: str) -> str:
+    """``{nodename}_{PCI ADDRESS}``, e.g. ``cn1_0000:AF:00.0``: nova's PCI-in-placement name.
+
+    Source: nova/compute/pci_placement_translator.py
+    ``PlacementView._get_rp_name_for_address`` (``f"{root}_{addr.upper()}"``).
+    """
+    return f"{nodename}_{normalize_pci_address(address).upper()}"
+
+
+def uses_pci_placement(pf: SriovPF, policy: LayoutPolicy) -> bool:
+    """True when ``pf``'s VFs get nova's PCI-in-placement provider (no physnet).
+
+    nova/compute/pci_placement_translator.py ``PlacementView._add_dev``: a
+    device whose spec has a ``physical_network`` is left to neutron's SR-IOV
+    ports, which ask for ``SRIOV_NET_VF``.
+    """
+    return policy.pci_in_placement and not pf.physnet
+
+
+def pf_provider_name(nodename: str, pf: SriovPF, policy: LayoutPolicy) -> str:
+    """The provider holding ``pf``'s VFs (PCI-in-placement name, or ``{nodename}_pci_...``)."""
+    if uses_pci_placement(pf, policy):
+        return pci_placement_provider_name(nodename, pf.address)
+    return device_provider_name(nodename, pf.address)
+
+
+def whole_device_provider_name(nodename: str, address: str, policy: LayoutPolicy) -> str:
+    """The provider of a whole device (PCI-in-placement name, or ``{nodename}_pci_...``)."""
+    if policy.pci_in_placement:
+        return pci_placement_provider_name(nodename, address)
+    return device_provider_name(nodename, address)
+
+
+def _pf_spec(node: str, pf: SriovPF, policy: LayoutPolicy, parent: str) -> ProviderSpec:
+    """The provider of ``pf``'s configured VFs.
+
+    With a physnet, or without ``[pci] report_in_placement``: ``SRIOV_NET_VF``
+    under ``parent`` (its NUMA cell when modelled), traits ``HW_NIC_*``,
+    ``CUSTOM_PHYSNET_*`` and the spec's. Else nova's PCI-in-placement shape
+    (pci_placement_translator.py ``PciResourceProvider.add_child``): under the
+    compute node, class the spec's ``resource_class`` or
+    ``CUSTOM_PCI_{VF VENDOR}_{VF PRODUCT}``, traits
+    ``COMPUTE_MANAGED_PCI_DEVICE`` and the spec's.
+    """
+    if uses_pci_placement(pf, policy):
+        vendor, product = pf.vf_vendor_id or "0000", pf.vf_product_id or "0000"
+        rc = pci_resource_class(vendor, product, pf.resource_class)
+        traits = {trait_name(t) for t in pf.spec_traits} | {os_traits.COMPUTE_MANAGED_PCI_DEVICE}
+        name = pci_placement_provider_name(node, pf.address)
+        return ProviderSpec(name, node, {rc: _inv(rc, pf.num_vfs)}, traits)
+    traits = {trait_name(t) for t in pf.traits}
+    if pf.physnet:
+        traits.add(physnet_trait(pf.physnet))
+    inv = {"SRIOV_NET_VF": _inv("SRIOV_NET_VF", pf.num_vfs)}
+    return ProviderSpec(device_provider_name(node, pf.address), parent, inv, traits)
 
 
 def pci_resource_class(vendor_id: str, product_id: str, override: str | None = None) -> str:
@@ -286,19 +350,8 @@ def desired_providers(
         return node
 
     for pf in host.sriov_pfs:
-        if not pf.num_vfs:
-            continue
-        traits = {trait_name(t) for t in pf.traits}
-        if pf.physnet:
-            traits.add(physnet_trait(pf.physnet))
-        specs.append(
-            ProviderSpec(
-                device_provider_name(node, pf.address),
-                parent_of(pf.numa_node),
-                {"SRIOV_NET_VF": _inv("SRIOV_NET_VF", pf.num_vfs)},
-                traits,
-            )
-        )
+        if pf.num_vfs:
+            specs.append(_pf_spec(node, pf, policy, parent_of(pf.numa_node)))
     for gpu in host.gpus:
         mtype = gpu_vgpu_type(gpu, policy.enabled_mdev_types)
         if mtype is None:
@@ -316,14 +369,13 @@ def desired_providers(
         )
     for dev in host.pci_devices:
         rc = pci_resource_class(dev.vendor_id, dev.product_id, dev.resource_class)
-        specs.append(
-            ProviderSpec(
-                device_provider_name(node, dev.address),
-                parent_of(dev.numa_node),
-                {rc: _inv(rc, 1)},
-                {trait_name(t) for t in dev.traits},
-            )
-        )
+        traits = {trait_name(t) for t in dev.traits}
+        if policy.pci_in_placement:
+            name, parent = pci_placement_provider_name(node, dev.address), node
+            traits.add(os_traits.COMPUTE_MANAGED_PCI_DEVICE)
+        else:
+            name, parent = device_provider_name(node, dev.address), parent_of(dev.numa_node)
+        specs.append(ProviderSpec(name, parent, {rc: _inv(rc, 1)}, traits))
     if policy.resource_class_renames:
         _rename_classes(specs, dict(policy.resource_class_renames))
     return specs
@@ -402,11 +454,7 @@ def apply_layout(tree: ProviderTree, host: HostResources, policy: LayoutPolicy) 
                 tree.new_child(spec.name, spec.parent)
         tree.update_inventory(spec.name, spec.inventory)
         if spec.parent is None:
-            kept = {
-                t
-                for t in tree.data(spec.name).traits
-                if not is_managed_root_trait(t, owner)
-            }
+            kept = {t for t in tree.data(spec.name).traits if not is_managed_root_trait(t, owner)}
             root_traits = {os_traits.COMPUTE_NODE, owner}
             tree.update_traits(spec.name, kept | spec.traits | root_traits)
         else:

@@ -30,11 +30,11 @@ from typing import Any
 
 from oslo_config import cfg
 
+from agent import ownership
 from agent.allocation_model import ConsumerAllocations
 from agent.allocations import cpu_memory_providers, plan_allocations
 from agent.audit import AllocationAudit
 from agent.exceptions import AgentError, CapacityExceeded, ReshapeFailed, ReshapeNeeded
-from agent import ownership
 from agent.provider_tree import ProviderTree
 from agent.report import ReportClient, SyncResult
 from agent.state import StateStore

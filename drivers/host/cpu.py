@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import os_traits
 
 from agent.exceptions import ConfigError
+from drivers.host.arch import arch_traits
 from drivers.host.cpuset import format_cpu_set, parse_cpulist
 from drivers.host.sysfs import Root, SysfsError, SysfsReader, as_reader
 
@@ -254,7 +255,8 @@ def discover_cpus(
 
     Returns:
         :class:`CpuInfo`. ``HW_CPU_HYPERTHREADING`` is set when a core has
-        more than one online thread. A missing /proc/cpuinfo gives no flag
+        more than one online thread; ``HW_ARCH_*`` from :mod:`drivers.host.arch`.
+        A missing /proc/cpuinfo gives no flag
         traits and a warning.
 
     Raises:
@@ -269,7 +271,7 @@ def discover_cpus(
     except SysfsError as exc:
         reader.skip(exc, "CPU feature traits")
         vendor, flags = "", ()
-    traits = set(cpu_flag_traits(flags, vendor))
+    traits = set(cpu_flag_traits(flags, vendor)) | arch_traits(vendor, flags)
     if topology.threads_per_core > 1:
         traits.add(os_traits.HW_CPU_HYPERTHREADING)
     return CpuInfo(topology, vcpus, pcpus, vendor, frozenset(traits))

@@ -51,6 +51,15 @@ def laid_out(driver) -> ProviderTree:
     return tree
 
 
+def hardware_view(view: dict[str, dict]) -> dict[str, dict]:
+    """``view`` with only hardware traits (``HW_*``, ``CUSTOM_*``): the host driver
+    cannot know the hypervisor's COMPUTE_* capability traits."""
+    return {
+        name: {**p, "traits": {t for t in p["traits"] if not t.startswith("COMPUTE_")}}
+        for name, p in view.items()
+    }
+
+
 def tree_view(tree: ProviderTree) -> dict[str, dict]:
     """{name: {"parent", "inv": {rc: (total, reserved, max_unit, ratio)}, "traits"}}"""
     out = {}
