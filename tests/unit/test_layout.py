@@ -275,3 +275,73 @@ def test_foreign_child_is_never_changed_or_removed_nor_its_parent():
     ).parent_uuid
     # Our own providers did move: the PF is under the compute node now.
     assert tree.data("cn_pci_0000_3b_00_0").parent_uuid == ROOT
+
+
+def test_compute_node_carries_compute_node_and_a_configured_owner_trait():
+    tree = build(host(), replace(POLICY, owner_trait="CUSTOM_MY_AGENT"))
+    assert {"COMPUTE_NODE", "CUSTOM_MY_AGENT"} <= tree.data("cn").traits
+    assert all("CUSTOM_MY_AGENT" in p.traits for p in tree.all_data())
+    assert OWNER_TRAIT not in tree.data("cn_pci_0000_86_00_0").traits
+
+
+def test_status_disabled_and_operator_traits_on_root_are_never_touched():
+    t = build(host())
+    t.add_traits("cn", "COMPUTE_STATUS_DISABLED", "CUSTOM_GOLD", "COMPUTE_VOLUME_EXTEND")
+    build(host(), POLICY, t)
+    assert {"COMPUTE_STATUS_DISABLED", "CUSTOM_GOLD"} <= t.data("cn").traits
+    # A capability trait the driver no longer reports is removed (nova's _get_traits).
+    assert "COMPUTE_VOLUME_EXTEND" not in t.data("cn").traits
+
+
+def test_a_tree_of_an_earlier_agent_is_taken_over():
+    """Upgrade path: CUSTOM_OWNER_COMPUTE_AGENT is recognised as ours and replaced."""
+    t = build(host(), replace(POLICY, owner_trait="CUSTOM_OWNER_COMPUTE_AGENT"))
+    uuids = {p.name: p.uuid for p in t.all_data()}
+    build(host(), POLICY, t)
+    assert {p.name: p.uuid for p in t.all_data()} == uuids
+    for p in t.all_data():
+        assert OWNER_TRAIT in p.traits and "CUSTOM_OWNER_COMPUTE_AGENT" not in p.traits
+
+
+def test_other_owners_children_are_left_alone():
+    t = build(host())
+    cyborg = t.new_child("cn_FPGA_0000:05:00.0", "cn")
+    t.update_inventory(cyborg, {"FPGA": {"total": 1}})
+    t.update_traits(cyborg, ["OWNER_CYBORG"])
+    build(host(), POLICY, t)
+    assert t.data(cyborg).traits == {"OWNER_CYBORG"}
+    assert set(t.data(cyborg).inventory) == {"FPGA"}
+
+
+def test_pci_in_placement_shape_is_novas():
+    """nova/compute/pci_placement_translator.py: {node}_{ADDRESS} under the root."""
+    vfs = vf_addresses("0000:af:00.0", 4, 16, 1)
+    nic = SriovPF(
+        "0000:af:00.0",
+        total_vfs=8,
+        vf_addresses=vfs,
+        numa_node=0,
+        traits=frozenset({"HW_NIC_SRIOV", "CUSTOM_FAST"}),
+        vf_vendor_id="15b3",
+        vf_product_id="101e",
+        spec_traits=frozenset({"CUSTOM_FAST"}),
+    )
+    h = host(sriov_pfs=(*host().sriov_pfs, nic), gpus=())
+    dev = PciDevice("0000:86:00.0", "10de", "1db4", traits=frozenset({"gold"}))
+    h = replace(h, pci_devices=(dev,))
+    s = shape(build(h, replace(POLICY, pci_in_placement=True, model_numa=True)))
+    assert s["cn_0000:86:00.0"] == (
+        "cn",
+        {"CUSTOM_PCI_10DE_1DB4": (1, 0, 1, 1.0)},
+        {"COMPUTE_MANAGED_PCI_DEVICE", "CUSTOM_GOLD"},
+    )
+    # VFs without a physnet: one provider named after the PF, the VFs' class.
+    assert s["cn_0000:AF:00.0"] == (
+        "cn",
+        {"CUSTOM_PCI_15B3_101E": (4, 0, 4, 1.0)},
+        {"COMPUTE_MANAGED_PCI_DEVICE", "CUSTOM_FAST"},
+    )
+    # A PF with a physnet keeps SRIOV_NET_VF for neutron ports, under its cell.
+    assert s["cn_pci_0000_3b_00_0"][0] == "cn_NUMA1"
+    assert s["cn_pci_0000_3b_00_0"][1] == {"SRIOV_NET_VF": (4, 0, 4, 1.0)}
+    assert "cn_pci_0000_86_00_0" not in s and "cn_pci_0000_af_00_0" not in s
