@@ -118,10 +118,13 @@ class NovaHost:
         )
 
 
-def write_nova_host(base: str, nodename: str, instance_prefix: str) -> NovaHost:
+def write_nova_host(
+    base: str, nodename: str, instance_prefix: str, spare: bool = False
+) -> NovaHost:
     """Write nova 34's providers and allocations for big-host's hardware as ``nodename``.
 
-    ``instance_prefix`` + ``01``..``04`` are the instances of examples/big-host.yaml.
+    ``instance_prefix`` + ``01``..``04`` are the instances of examples/big-host.yaml;
+    ``spare``: a second NVMe ``0000:87:00.0``, unused.
     """
     host = NovaHost(base, nodename)
     n = nodename
@@ -149,6 +152,13 @@ def write_nova_host(base: str, nodename: str, instance_prefix: str) -> NovaHost:
             "OWNER_NOVA",
         ],
     )
+    for address in ["0000:87:00.0"] if spare else []:
+        host.provider(
+            f"{n}_{address}",
+            n,
+            {"CUSTOM_PCI_8086_0A54": inventory(1)},
+            ["COMPUTE_MANAGED_PCI_DEVICE", "OWNER_NOVA"],
+        )
     gpu = f"{n}_pci_0000_5e_00_0"
     vdi = {"VCPU": 4, "MEMORY_MB": 8192, "DISK_GB": 40}
     host.allocate(f"{instance_prefix}01", {n: vdi, gpu: {"VGPU": 1}}, "INSTANCE")
