@@ -179,7 +179,7 @@ def test_nvidia_sriov_vgpu_and_shared_storage(conf_for):
     conf = conf_for(
         "nvidia-vgpu",
         devices={"enabled_mdev_types": ["nvidia-470"]},
-        compute={"instances_path": "/var/lib/nova/instances"},
+        DEFAULT={"instances_path": "/var/lib/nova/instances"},
         pci={"device_spec": ['{"vendor_id": "10de"}']},
     )
     tree = tree_of(conf)

@@ -120,7 +120,7 @@ def test_options_registered_without_shadowing_default_host(tmp_path):
     conf = config.load([], {"DEFAULT": {"host": "cn9", "state_path": str(tmp_path)}})
     assert conf.host == "cn9"  # a [host] group would have shadowed this
     assert conf.host_driver.sysfs_root == "/"
-    assert conf.compute.instances_path == f"{tmp_path}/instances"
+    assert conf.instances_path == f"{tmp_path}/instances"
     assert conf.pci.device_spec == [] and conf.compute.shared_storage is False
 
 

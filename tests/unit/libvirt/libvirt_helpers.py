@@ -29,8 +29,13 @@ def uri(fixture: str) -> str:
 def make_conf(tmp_path: Path, fixture: str | None, **groups: dict[str, object]):
     """A loaded configuration for ``fixture`` (its capabilities file when it has one)."""
     overrides: dict[str, dict[str, object]] = {
-        "DEFAULT": {"host": "cn1", "state_path": str(tmp_path), "reserved_host_memory_mb": 0},
-        "compute": {"driver": "libvirt", "instances_path": str(tmp_path / "instances")},
+        "DEFAULT": {
+            "host": "cn1",
+            "state_path": str(tmp_path),
+            "reserved_host_memory_mb": 0,
+            "instances_path": str(tmp_path / "instances"),
+        },
+        "compute": {"driver": "libvirt"},
         "libvirt": {"reconnect_attempts": 2, "reconnect_min_delay": 0.0},
     }
     if fixture is not None:

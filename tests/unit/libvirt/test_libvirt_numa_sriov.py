@@ -204,11 +204,13 @@ def test_same_tree_as_host_driver_for_the_same_hardware(tmp_path):
     host_conf = config.load(
         [],
         {
-            "DEFAULT": {"host": "cn1", "state_path": str(tmp_path), "reserved_host_memory_mb": 0},
-            "compute": {
+            "DEFAULT": {
+                "host": "cn1",
+                "state_path": str(tmp_path),
+                "reserved_host_memory_mb": 0,
                 "instances_path": str(tmp_path / "instances"),
-                **groups["compute"],
             },
+            "compute": groups["compute"],
             "host_driver": {"sysfs_root": str(SYSFS / "two-socket")},
             "numa": groups["numa"],
             "pci": groups["pci"],
