@@ -275,7 +275,9 @@ class _Planner:
                     mdev,
                 )
                 continue
-            res[self.tree.data(provider).uuid]["VGPU"] += 1
+            # VGPU, or the [mdev_$(TYPE)] mdev_class of the GPU's type.
+            rc = next(iter(self.tree.data(provider).inventory), "VGPU")
+            res[self.tree.data(provider).uuid][rc] += 1
 
 
 def _new_planned() -> Planned:

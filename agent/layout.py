@@ -74,6 +74,9 @@ class LayoutPolicy:
         enabled_mdev_types: mdev types offered as VGPU, in preference order.
         resource_class_renames: ``(OLD, NEW)`` pairs: NEW is reported wherever
             OLD would be (``[compute] resource_class_renames``; docs/reshape.md).
+        mdev_addresses: ``(type, (GPU address, ...))`` from ``[mdev_$(TYPE)]
+            device_addresses``: those GPUs offer that type only (nova).
+        mdev_classes: ``(type, class)`` from ``[mdev_$(TYPE)] mdev_class``.
         owner_trait: ``[compute] owner_trait``, on every provider laid out.
         pci_in_placement: ``[pci] report_in_placement``: whole devices and
             VFs without a physnet get nova's PCI-in-placement providers.
@@ -91,6 +94,8 @@ class LayoutPolicy:
     model_numa: bool = False
     enabled_mdev_types: tuple[str, ...] = field(default_factory=tuple)
     resource_class_renames: tuple[tuple[str, str], ...] = ()
+    mdev_addresses: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    mdev_classes: tuple[tuple[str, str], ...] = ()
     owner_trait: str = ownership.DEFAULT_OWNER_TRAIT
     pci_in_placement: bool = False
 
@@ -110,6 +115,8 @@ def policy_from_conf(conf: cfg.ConfigOpts) -> LayoutPolicy:
         model_numa=conf.numa.model_in_placement,
         enabled_mdev_types=tuple(conf.devices.enabled_mdev_types),
         resource_class_renames=tuple(agent_config.resource_class_renames(conf).items()),
+        mdev_addresses=agent_config.mdev_addresses(conf),
+        mdev_classes=agent_config.mdev_classes(conf),
         owner_trait=agent_config.owner_trait(conf),
         pci_in_placement=conf.pci.report_in_placement,
     )
@@ -197,6 +204,32 @@ def physnet_trait(physnet: str) -> str:
 def mdev_type_trait(type_id: str) -> str:
     """The ``CUSTOM_`` trait that names an mdev type, e.g. ``CUSTOM_NVIDIA_35``."""
     return trait_name(type_id)
+
+
+def pinned_mdev_type(gpu: Gpu, policy: LayoutPolicy) -> str | None:
+    """The type ``[mdev_$(TYPE)] device_addresses`` gives ``gpu``, or None when not listed."""
+    for type_id, addresses in policy.mdev_addresses:
+        if gpu.address in {normalize_pci_address(a) for a in addresses}:
+            return type_id
+    return None
+
+
+def gpu_mdev_type(gpu: Gpu, policy: LayoutPolicy) -> tuple[MdevType | None, str]:
+    """``(the mdev type gpu offers, its resource class)``.
+
+    Rules: a GPU listed in a type's ``device_addresses`` offers that type
+    only, with that type's ``mdev_class`` (nova/virt/libvirt/driver.py
+    ``_get_supported_vgpu_types``, ``_get_vgpu_type_per_pgpu``,
+    ``_get_resource_class_for_device``); any other GPU offers, among the
+    types not pinned to addresses, the type of its existing mdevs, else the
+    first it supports (:func:`gpu_vgpu_type`), as VGPU (nova's default class).
+    """
+    pinned = pinned_mdev_type(gpu, policy)
+    if pinned is not None:
+        return gpu.mdev_types.get(pinned), dict(policy.mdev_classes).get(pinned, "VGPU")
+    listed = {t for t, addresses in policy.mdev_addresses if addresses}
+    free = [t for t in policy.enabled_mdev_types if t not in listed]
+    return gpu_vgpu_type(gpu, free), "VGPU"
 
 
 def gpu_vgpu_type(gpu: Gpu, enabled: Iterable[str]) -> MdevType | None:
@@ -353,7 +386,7 @@ def desired_providers(
         if pf.num_vfs:
             specs.append(_pf_spec(node, pf, policy, parent_of(pf.numa_node)))
     for gpu in host.gpus:
-        mtype = gpu_vgpu_type(gpu, policy.enabled_mdev_types)
+        mtype, rc = gpu_mdev_type(gpu, policy)
         if mtype is None:
             continue
         total = sum(1 for m in gpu.mdevs if m.type_id == mtype.id) + mtype.available_instances
@@ -363,7 +396,7 @@ def desired_providers(
             ProviderSpec(
                 device_provider_name(node, gpu.address),
                 parent_of(gpu.numa_node),
-                {"VGPU": _inv("VGPU", total)},
+                {rc: _inv(rc, total)},
                 {mdev_type_trait(mtype.id)},
             )
         )
