@@ -24,6 +24,7 @@ from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import session as ks_session
 
+from agent.placement import ks_errors
 from agent.placement.errors import MicroversionTooLow, PlacementUnavailable, parse_error
 
 LOG = logging.getLogger(__name__)
@@ -240,14 +241,11 @@ class PlacementClient:
                 f"placement {method} {path}: no usable answer after {self.retries + 1} tries "
                 f"(last: {exc}); is Placement running and reachable at its endpoint?"
             ) from None
-        except ks_exc.EndpointNotFound as exc:
-            raise PlacementUnavailable(
-                f"no Placement endpoint found in the service catalog ({exc}); check "
-                "[placement] region_name, valid_interfaces or endpoint_override"
-            ) from None
         except ks_exc.ClientException as exc:
-            # keystone authentication failures and the like; never log the token
-            raise PlacementUnavailable(f"placement {method} {path}: {type(exc).__name__}") from None
+            # keystone authentication and catalog failures; never log the token
+            raise PlacementUnavailable(
+                f"placement {method} {path}: {ks_errors.describe(exc, self.adapter)}"
+            ) from None
         if resp.status_code >= 400:
             try:
                 body: Any = resp.json()
