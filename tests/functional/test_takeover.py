@@ -11,10 +11,13 @@ log names what was taken over.
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 
 import pytest
 
 from agent import ownership
+from tests.conftest import EXAMPLES, REPO
 from tests.functional.conftest import http_get
 from tests.functional.nova_state import write_nova_host
 from tests.functional.test_tracker import Setup
@@ -122,3 +125,42 @@ def test_nova_children_without_owner_trait_are_recognised(nova_host, caplog):
     for name in adopt:
         traits = http_get(s.base, f"/resource_providers/{nova.uuids[name]}/traits")["traits"]
         assert "OWNER_NOVA" in traits
+
+
+def test_adopt_dry_run_says_what_is_taken_over_and_writes_nothing(tmp_path, served):
+    """``compute-agent adopt --dry-run`` on Placement's database as nova left it."""
+    host = tmp_path / "host.yaml"
+    prefix = "4f7d1e2a-5b6c-4d8e-9f01-a2b3c4d5e6"
+    host.write_text((EXAMPLES / "big-host.yaml").read_text().replace("big-host", "cn-nova"))
+    nova = write_nova_host(served.url, "cn-nova", prefix)
+    unowned = nova.uuids["cn-nova_pci_0000_af_00_0"]
+    current = http_get(served.url, f"/resource_providers/{unowned}/traits")
+    nova.call(
+        "PUT",
+        f"/resource_providers/{unowned}/traits",
+        {"resource_provider_generation": current["resource_provider_generation"], "traits": []},
+    )
+    before = http_get(served.url, "/resource_providers")
+    served.stop()
+    conf = tmp_path / "agent.conf"
+    conf.write_text(
+        f"[DEFAULT]\nstate_path = {served.state}\n[pci]\nreport_in_placement = true\n"
+        "[devices]\nenabled_mdev_types = nvidia-35\n"
+    )
+    command = [sys.executable, "-m", "agent.cli", "adopt", "--dry-run", "--config", str(conf)]
+    r = subprocess.run(
+        [*command, "--driver", "fake", "--fake-host", str(host)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+    )
+    assert r.returncode == 0, r.stderr
+    lines = [line.strip() for line in r.stdout.splitlines()]
+    assert f"take over cn-nova_pci_0000_af_00_0 ({unowned}): nova vGPU provider" in lines
+    root = nova.uuids["cn-nova"]
+    assert f"already the agent's: cn-nova ({root})" in lines
+    assert "create cn-nova_pci_0000_3b_00_0" in lines
+    assert "allocations kept: 5 consumer(s) hold resources here" in lines
+    served.start()
+    assert http_get(served.url, "/resource_providers") == before
