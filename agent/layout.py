@@ -36,7 +36,7 @@ from agent import config as agent_config
 from agent import ownership
 from agent.exceptions import ConfigError
 from agent.names import resource_class_name, trait_name
-from agent.node_traits import cell_cpu_traits, is_managed_root_trait
+from agent.node_traits import cell_cpu_traits, is_capability_trait, is_managed_root_trait
 from agent.provider_tree import ProviderTree
 from agent.resources import Inventory
 from drivers.records import (
@@ -487,7 +487,12 @@ def apply_layout(tree: ProviderTree, host: HostResources, policy: LayoutPolicy) 
                 tree.new_child(spec.name, spec.parent)
         tree.update_inventory(spec.name, spec.inventory)
         if spec.parent is None:
-            kept = {t for t in tree.data(spec.name).traits if not is_managed_root_trait(t, owner)}
+            capabilities = any(is_capability_trait(t) for t in spec.traits)
+            kept = {
+                t
+                for t in tree.data(spec.name).traits
+                if not is_managed_root_trait(t, owner, capabilities)
+            }
             root_traits = {os_traits.COMPUTE_NODE, owner}
             tree.update_traits(spec.name, kept | spec.traits | root_traits)
         else:

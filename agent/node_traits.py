@@ -74,16 +74,28 @@ HARDWARE_PREFIXES: tuple[str, ...] = ("HW_CPU_", "HW_NUMA_", "HW_ARCH_", "COMPUT
 CPU_TRAIT_PREFIX = "HW_CPU_"
 
 
-def is_managed_root_trait(trait: str, owner_trait: str) -> bool:
+def is_capability_trait(trait: str) -> bool:
+    """True for a capability trait (:data:`CAPABILITY_TRAITS`, :data:`CAPABILITY_PREFIXES`)."""
+    return trait in CAPABILITY_TRAITS or trait.startswith(CAPABILITY_PREFIXES)
+
+
+def is_managed_root_trait(trait: str, owner_trait: str, capabilities: bool = True) -> bool:
     """True when the agent decides ``trait`` on the compute node (module docstring).
+
+    Args:
+        trait: a trait on the compute node.
+        owner_trait: ``[compute] owner_trait``.
+        capabilities: the driver reports capability traits (the libvirt
+            driver); a driver that cannot know them (host, fake without any)
+            leaves those nova or an operator set alone.
 
     ``COMPUTE_STATUS_DISABLED`` and operators' traits (``CUSTOM_GOLD``) are not.
     """
     if trait in (os_traits.COMPUTE_NODE, owner_trait, LEGACY_OWNER_TRAIT):
         return True
-    if trait in CAPABILITY_TRAITS:
-        return True
-    return trait.startswith(HARDWARE_PREFIXES + CAPABILITY_PREFIXES)
+    if is_capability_trait(trait):
+        return capabilities
+    return trait.startswith(HARDWARE_PREFIXES)
 
 
 def cell_cpu_traits(host_traits: Iterable[str]) -> frozenset[str]:

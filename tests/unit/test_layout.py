@@ -288,9 +288,14 @@ def test_status_disabled_and_operator_traits_on_root_are_never_touched():
     t = build(host())
     t.add_traits("cn", "COMPUTE_STATUS_DISABLED", "CUSTOM_GOLD", "COMPUTE_VOLUME_EXTEND")
     build(host(), POLICY, t)
-    assert {"COMPUTE_STATUS_DISABLED", "CUSTOM_GOLD"} <= t.data("cn").traits
-    # A capability trait the driver no longer reports is removed (nova's _get_traits).
+    # A driver that reports no capability trait (host, fake) leaves them alone.
+    kept = {"COMPUTE_STATUS_DISABLED", "CUSTOM_GOLD", "COMPUTE_VOLUME_EXTEND"}
+    assert kept <= t.data("cn").traits
+    # One that does decides them all: one it no longer reports goes (nova's _get_traits).
+    libvirt_like = host(traits=host().traits | {"COMPUTE_NET_ATTACH_INTERFACE"})
+    build(libvirt_like, POLICY, t)
     assert "COMPUTE_VOLUME_EXTEND" not in t.data("cn").traits
+    assert {"COMPUTE_STATUS_DISABLED", "COMPUTE_NET_ATTACH_INTERFACE"} <= t.data("cn").traits
 
 
 def test_a_tree_of_an_earlier_agent_is_taken_over():
