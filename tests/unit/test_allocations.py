@@ -256,7 +256,7 @@ def test_pci_in_placement_devices_and_vfs_land_on_novas_providers():
     pf = replace(HOST.sriov_pfs[0], vf_vendor_id="8086", vf_product_id="154c")
     host = replace(HOST, sriov_pfs=(pf,))
     policy = replace(POLICY, pci_in_placement=True)
-    got = plan([inst(1, pci_devices=("0000:86:00.0", VFS[0], VFS[1]))], host=host, policy=policy)
+    _, got = plan([inst(1, pci_devices=("0000:86:00.0", VFS[0], VFS[1]))], host=host, policy=policy)
     held = got[inst(1).uuid]
     assert held["cn_0000:86:00.0"] == {"CUSTOM_PCI_8086_0A54": 1}
     assert held["cn_0000:3B:00.0"] == {"CUSTOM_PCI_8086_154C": 2}
