@@ -353,9 +353,7 @@ def desired_providers(
                 inv["MEMORY_MB"] = _inv(
                     "MEMORY_MB", cell.memory_mb, r_mem, ratio(name, "MEMORY_MB")
                 )
-            traits = {os_traits.HW_NUMA_ROOT}
-            if cell.vcpus or cell.pcpus:
-                traits |= cell_cpu_traits(host.traits)
+            traits = {os_traits.HW_NUMA_ROOT} | cell_cpu_traits(host.traits, cell)
             specs.append(ProviderSpec(name, node, inv, traits))
     else:
         if host.vcpus:
@@ -486,17 +484,19 @@ def apply_layout(tree: ProviderTree, host: HostResources, policy: LayoutPolicy) 
             if not tree.exists(spec.name):
                 tree.new_child(spec.name, spec.parent)
         tree.update_inventory(spec.name, spec.inventory)
-        if spec.parent is None:
-            capabilities = any(is_capability_trait(t) for t in spec.traits)
-            kept = {
-                t
-                for t in tree.data(spec.name).traits
-                if not is_managed_root_trait(t, owner, capabilities)
-            }
-            root_traits = {os_traits.COMPUTE_NODE, owner}
-            tree.update_traits(spec.name, kept | spec.traits | root_traits)
-        else:
-            tree.update_traits(spec.name, spec.traits | {owner})
+        tree.update_traits(spec.name, _traits(tree, spec, owner))
+
+
+def _traits(tree: ProviderTree, spec: ProviderSpec, owner: str) -> set[str]:
+    """What ``spec``'s provider carries: a child, its traits and the owner trait; the
+    compute node also ``COMPUTE_NODE`` and every trait the agent does not decide."""
+    if spec.parent is not None:
+        return spec.traits | {owner}
+    capabilities = any(is_capability_trait(t) for t in spec.traits)
+    kept = {
+        t for t in tree.data(spec.name).traits if not is_managed_root_trait(t, owner, capabilities)
+    }
+    return kept | spec.traits | {os_traits.COMPUTE_NODE, owner}
 
 
 def foreign_providers(tree: ProviderTree, nodename: str, owner_trait: str) -> list[str]:

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 import os_traits
 
 from agent.ownership import LEGACY_OWNER_TRAIT
+from drivers.records import NumaCell
 
 CAPABILITY_TRAITS: frozenset[str] = frozenset(
     {
@@ -98,12 +99,14 @@ def is_managed_root_trait(trait: str, owner_trait: str, capabilities: bool = Tru
     return trait.startswith(HARDWARE_PREFIXES)
 
 
-def cell_cpu_traits(host_traits: Iterable[str]) -> frozenset[str]:
-    """The host's CPU traits (``HW_CPU_*``) that a NUMA cell supplying CPUs carries too.
+def cell_cpu_traits(host_traits: Iterable[str], cell: NumaCell) -> frozenset[str]:
+    """The host's CPU traits (``HW_CPU_*``) that ``cell`` carries too when it supplies CPUs.
 
     Placement matches an unsuffixed request group's required and forbidden
     traits on the providers that supply its resources; with CPUs and memory
     on the cells, a CPU trait only on the compute node is not seen (DESIGN.md,
     "Nova 34 facts").
     """
+    if not (cell.vcpus or cell.pcpus):
+        return frozenset()
     return frozenset(t for t in host_traits if t.startswith(CPU_TRAIT_PREFIX))

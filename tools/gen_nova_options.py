@@ -110,46 +110,57 @@ def _group_name(call: ast.Call, consts: dict[str, str]) -> str | None:
     return _str(node) or consts.get(getattr(node, "id", ""))
 
 
-def scan(source: str, groups: dict[str, set[str]], ksa: set[str]) -> None:
-    tree = ast.parse(source)
-    group_vars: dict[str, str] = {}
+def _module_names(
+    tree: ast.Module,
+) -> tuple[dict[str, str | None], dict[str, list[str]]]:
+    """``(OptGroup variables -> group name, option-list variables -> option names)``."""
+    group_vars: dict[str, str | None] = {}
     lists: dict[str, list[str]] = {}
     consts: dict[str, str] = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target = getattr(node.targets[0], "id", None)
-            value = node.value
-            if isinstance(value, ast.Call) and getattr(value.func, "attr", "") == "OptGroup":
-                group_vars[target] = _group_name(value, consts)
-            elif target and _str(value):
-                consts[target] = _str(value)
-            elif target:
-                lists[target] = _opts_in(value, lists)
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+            continue
+        target = getattr(node.targets[0], "id", None)
+        value = node.value
+        if isinstance(value, ast.Call) and getattr(value.func, "attr", "") == "OptGroup":
+            group_vars[target] = _group_name(value, consts)
+        elif target and _str(value):
+            consts[target] = _str(value)
+        elif target:
+            lists[target] = _opts_in(value, lists)
+    return group_vars, lists
+
+
+def _group_of(node: ast.AST | None, group_vars: dict[str, str | None]) -> str | None:
+    if isinstance(node, ast.Attribute):  # cinder_group.name
+        node = node.value
+    return _str(node) or group_vars.get(getattr(node, "id", ""))
+
+
+def scan(source: str, groups: dict[str, set[str]], ksa: set[str]) -> None:
+    """Add the options ``source`` (one nova/conf module) registers to ``groups`` / ``ksa``."""
+    tree = ast.parse(source)
+    group_vars, lists = _module_names(tree)
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
         attr = getattr(node.func, "attr", "")
         if attr in ("register_opts", "register_opt") and node.args:
-            group = "DEFAULT"
-            for kw in node.keywords:
-                if kw.arg == "group":
-                    group = _str(kw.value) or group_vars.get(getattr(kw.value, "id", ""), group)
-            if len(node.args) > 1:
-                group = _str(node.args[1]) or group_vars.get(getattr(node.args[1], "id", ""), group)
-            first = node.args[0]
-            names = _opts_in(first, lists)
-            groups.setdefault(group, set()).update(names)
-        elif attr in (
-            "register_ksa_opts",
-            "register_auth_conf_options",
-            "register_session_conf_options",
-        ):
-            arg = node.args[1] if len(node.args) > 1 else None
-            if isinstance(arg, ast.Attribute):  # cinder_group.name
-                arg = arg.value
-            name = _str(arg) or group_vars.get(getattr(arg, "id", ""), None)
+            kw = next((k.value for k in node.keywords if k.arg == "group"), None)
+            where = kw if kw is not None else (node.args[1] if len(node.args) > 1 else None)
+            group = _group_of(where, group_vars) or "DEFAULT"
+            groups.setdefault(group, set()).update(_opts_in(node.args[0], lists))
+        elif attr in KSA_REGISTRATIONS and len(node.args) > 1:
+            name = _group_of(node.args[1], group_vars)
             if name:
                 ksa.add(name)
+
+
+KSA_REGISTRATIONS = (
+    "register_ksa_opts",
+    "register_auth_conf_options",
+    "register_session_conf_options",
+)
 
 
 def main() -> None:
