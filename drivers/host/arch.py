@@ -7,8 +7,7 @@ first CPU of /proc/cpuinfo, so a captured host replays with its own arch:
 
 * x86 (``vendor_id`` present): ``lm`` (long mode, kernel
   arch/x86/include/asm/cpufeatures.h) means ``X86_64``, else ``I686``;
-* arm64 (``CPU architecture: 8``): ``AARCH64``;
-* anything else: no trait.
+* anything else: no trait (the cpuinfo reader reads x86's fields only).
 """
 
 from __future__ import annotations
@@ -18,19 +17,15 @@ from collections.abc import Iterable
 import os_traits
 
 
-def arch_traits(vendor: str, flags: Iterable[str], cpu_architecture: str = "") -> frozenset[str]:
+def arch_traits(vendor: str, flags: Iterable[str]) -> frozenset[str]:
     """``{HW_ARCH_*}`` for the first CPU of /proc/cpuinfo, or empty when unknown.
 
     Args:
-        vendor: ``vendor_id`` (x86 only), e.g. ``GenuineIntel``.
-        flags: the ``flags`` line's words (x86).
-        cpu_architecture: the ``CPU architecture`` value (arm).
+        vendor: ``vendor_id`` (x86 only), e.g. ``GenuineIntel``; "" elsewhere.
+        flags: the ``flags`` line's words.
     """
-    if vendor:
-        arch = "X86_64" if "lm" in set(flags) else "I686"
-    elif cpu_architecture.strip() == "8":
-        arch = "AARCH64"
-    else:
+    if not vendor:
         return frozenset()
+    arch = "X86_64" if "lm" in set(flags) else "I686"
     trait = f"HW_ARCH_{arch}"
     return frozenset({trait}) if trait in os_traits.get_traits(prefix="HW_ARCH_") else frozenset()

@@ -132,3 +132,11 @@ def test_virtualisation_flags_give_generic_and_vendor_traits_as_nova():
     }
     assert cpu_flag_traits(["svm"], "AuthenticAMD") == {"HW_CPU_X86_SVM", "HW_CPU_X86_AMD_SVM"}
     assert cpu_flag_traits(["vmx"]) == {"HW_CPU_X86_VMX", "HW_CPU_X86_INTEL_VMX"}
+
+
+def test_arch_trait_from_cpuinfo():
+    from drivers.host.arch import arch_traits
+
+    assert arch_traits("GenuineIntel", ["fpu", "lm", "vmx"]) == {"HW_ARCH_X86_64"}
+    assert arch_traits("AuthenticAMD", ["fpu"]) == {"HW_ARCH_I686"}
+    assert arch_traits("", []) == frozenset()
