@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import os_traits
@@ -77,6 +77,7 @@ class LayoutPolicy:
         mdev_addresses: ``(type, (GPU address, ...))`` from ``[mdev_$(TYPE)]
             device_addresses``: those GPUs offer that type only (nova).
         mdev_classes: ``(type, class)`` from ``[mdev_$(TYPE)] mdev_class``.
+        mdev_max_instances: ``(type, limit)`` from ``[mdev_$(TYPE)] max_instances``.
         owner_trait: ``[compute] owner_trait``, on every provider laid out.
         pci_in_placement: ``[pci] report_in_placement``: whole devices and
             VFs without a physnet get nova's PCI-in-placement providers.
@@ -96,6 +97,7 @@ class LayoutPolicy:
     resource_class_renames: tuple[tuple[str, str], ...] = ()
     mdev_addresses: tuple[tuple[str, tuple[str, ...]], ...] = ()
     mdev_classes: tuple[tuple[str, str], ...] = ()
+    mdev_max_instances: tuple[tuple[str, int], ...] = ()
     owner_trait: str = ownership.DEFAULT_OWNER_TRAIT
     pci_in_placement: bool = False
 
@@ -117,6 +119,11 @@ def policy_from_conf(conf: cfg.ConfigOpts) -> LayoutPolicy:
         resource_class_renames=tuple(agent_config.resource_class_renames(conf).items()),
         mdev_addresses=agent_config.mdev_addresses(conf),
         mdev_classes=agent_config.mdev_classes(conf),
+        mdev_max_instances=tuple(
+            (t, conf[f"mdev_{t}"].max_instances)
+            for t in conf.devices.enabled_mdev_types
+            if conf[f"mdev_{t}"].max_instances
+        ),
         owner_trait=agent_config.owner_trait(conf),
         pci_in_placement=conf.pci.report_in_placement,
     )
@@ -163,6 +170,41 @@ def whole_device_provider_name(nodename: str, address: str, policy: LayoutPolicy
     if policy.pci_in_placement:
         return pci_placement_provider_name(nodename, address)
     return device_provider_name(nodename, address)
+
+
+def _gpu_specs(
+    host: HostResources, policy: LayoutPolicy, parent_of: Callable[[int | None], str]
+) -> list[ProviderSpec]:
+    """One provider per GPU offering a type: total = its mdevs of the type + available.
+
+    ``[mdev_$(TYPE)] max_instances`` (nova/virt/libvirt/driver.py
+    ``_get_gpu_inventories``): every GPU's existing mdevs of a type count
+    first; then, GPU by GPU in address order, the instances it could still
+    create are offered only while the type's total stays within the limit (a
+    GPU that would pass it offers its existing mdevs only; nova reports 0
+    there, which would strand the instances holding them).
+    """
+    chosen = [(gpu, *gpu_mdev_type(gpu, policy)) for gpu in host.gpus]
+    chosen = [(g, t, rc) for g, t, rc in chosen if t is not None]
+    existing = {g.address: sum(1 for m in g.mdevs if m.type_id == t.id) for g, t, _ in chosen}
+    used: dict[str, int] = {}
+    for gpu, mtype, _ in chosen:
+        used[mtype.id] = used.get(mtype.id, 0) + existing[gpu.address]
+    limits = dict(policy.mdev_max_instances)
+    specs = []
+    for gpu, mtype, rc in sorted(chosen, key=lambda c: c[0].address):
+        total = existing[gpu.address]
+        limit = limits.get(mtype.id)
+        if limit is None or used[mtype.id] + mtype.available_instances <= limit:
+            total += mtype.available_instances
+            used[mtype.id] += mtype.available_instances
+        if total:
+            name = device_provider_name(host.nodename, gpu.address)
+            inv = {rc: _inv(rc, total)}
+            specs.append(
+                ProviderSpec(name, parent_of(gpu.numa_node), inv, {mdev_type_trait(mtype.id)})
+            )
+    return specs
 
 
 def _pf_spec(node: str, pf: SriovPF, policy: LayoutPolicy, parent: str) -> ProviderSpec:
@@ -383,21 +425,7 @@ def desired_providers(
     for pf in host.sriov_pfs:
         if pf.num_vfs:
             specs.append(_pf_spec(node, pf, policy, parent_of(pf.numa_node)))
-    for gpu in host.gpus:
-        mtype, rc = gpu_mdev_type(gpu, policy)
-        if mtype is None:
-            continue
-        total = sum(1 for m in gpu.mdevs if m.type_id == mtype.id) + mtype.available_instances
-        if not total:
-            continue
-        specs.append(
-            ProviderSpec(
-                device_provider_name(node, gpu.address),
-                parent_of(gpu.numa_node),
-                {rc: _inv(rc, total)},
-                {mdev_type_trait(mtype.id)},
-            )
-        )
+    specs += _gpu_specs(host, policy, parent_of)
     for dev in host.pci_devices:
         rc = pci_resource_class(dev.vendor_id, dev.product_id, dev.resource_class)
         traits = {trait_name(t) for t in dev.traits}

@@ -67,6 +67,12 @@ def mdev_opts() -> list[cfg.Opt]:
             help="PCI addresses of the physical GPUs that offer this mdev type; a GPU "
             "listed here offers no other type (nova's [mdev_$(TYPE)] device_addresses).",
         ),
+        cfg.IntOpt(
+            "max_instances",
+            min=1,
+            help="Most mdevs of this type over all GPUs (nova's [mdev_$(TYPE)] "
+            "max_instances); unset: as many as the GPUs can create.",
+        ),
         cfg.StrOpt(
             "mdev_class",
             default="VGPU",

@@ -270,9 +270,9 @@ def test_foreign_child_is_never_changed_or_removed_nor_its_parent():
     assert OWNER_TRAIT not in tree.data(bw).traits
     assert tree.data("cn_pci_0000_af_00_0").uuid == squatter
     assert set(tree.data(squatter).inventory) == {"CUSTOM_X"}
-    assert not tree.exists("cn_NUMA0") or tree.data("cn_NUMA0").uuid == tree.data(
-        squatter
-    ).parent_uuid
+    assert (
+        not tree.exists("cn_NUMA0") or tree.data("cn_NUMA0").uuid == tree.data(squatter).parent_uuid
+    )
     # Our own providers did move: the PF is under the compute node now.
     assert tree.data("cn_pci_0000_3b_00_0").parent_uuid == ROOT
 
@@ -350,3 +350,22 @@ def test_pci_in_placement_shape_is_novas():
     assert s["cn_pci_0000_3b_00_0"][0] == "cn_NUMA1"
     assert s["cn_pci_0000_3b_00_0"][1] == {"SRIOV_NET_VF": (4, 0, 4, 1.0)}
     assert "cn_pci_0000_86_00_0" not in s and "cn_pci_0000_af_00_0" not in s
+
+
+def test_mdev_max_instances_caps_a_type_over_all_gpus():
+    """nova _get_gpu_inventories: existing mdevs first, then GPUs in order while within."""
+    types = {"nvidia-35": MdevType("nvidia-35", "GRID M60-2Q", 4)}
+    gpus = (
+        Gpu("0000:5e:00.0", types, mdevs=(Mdev(MDEV, "nvidia-35", "0000:5e:00.0"),)),
+        Gpu("0000:af:00.0", types),
+        Gpu("0000:b0:00.0", types),
+    )
+    policy = replace(
+        POLICY, enabled_mdev_types=("nvidia-35",), mdev_max_instances=(("nvidia-35", 9),)
+    )
+    s = shape(build(host(gpus=gpus), policy))
+    assert s["cn_pci_0000_5e_00_0"][1] == {"VGPU": (5, 0, 5, 1.0)}  # 1 + 4: 5 of 9
+    assert s["cn_pci_0000_af_00_0"][1] == {"VGPU": (4, 0, 4, 1.0)}  # 9 of 9
+    assert "cn_pci_0000_b0_00_0" not in s  # 4 more would pass 9, and it has no mdev
+    unlimited = shape(build(host(gpus=gpus), replace(policy, mdev_max_instances=())))
+    assert unlimited["cn_pci_0000_b0_00_0"][1] == {"VGPU": (4, 0, 4, 1.0)}

@@ -125,6 +125,7 @@ def test_mdev_groups_pin_gpus_to_types_with_their_class(tmp_path):
     text = (
         "[devices]\nenabled_mdev_types = nvidia-35,nvidia-36\n"
         "[mdev_nvidia-35]\ndevice_addresses = 0000:84:00.0,85:00.0\nmdev_class = CUSTOM_M60\n"
+        "max_instances = 8\n"
     )
     policy = policy_from_conf(agent_config.load([write(tmp_path, text)]))
     assert policy.mdev_addresses == (
@@ -132,6 +133,7 @@ def test_mdev_groups_pin_gpus_to_types_with_their_class(tmp_path):
         ("nvidia-36", ()),
     )
     assert dict(policy.mdev_classes) == {"nvidia-35": "CUSTOM_M60", "nvidia-36": "VGPU"}
+    assert policy.mdev_max_instances == (("nvidia-35", 8),)
     dup = text + "[mdev_nvidia-36]\ndevice_addresses = 0000:85:00.0\n"
     with pytest.raises(ConfigError, match="already listed for type nvidia-35"):
         agent_config.load([write(tmp_path, dup)])
