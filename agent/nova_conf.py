@@ -124,12 +124,14 @@ class _Keys(iniparser.BaseParser):
         super().__init__()
         self.section = "DEFAULT"
         self.keys: list[tuple[str, str]] = []
+        self.values: dict[tuple[str, str], str] = {}
 
     def new_section(self, section: str) -> None:
         self.section = section
 
     def assignment(self, key: str, value: list[str]) -> None:
         self.keys.append((self.section, key))
+        self.values[(self.section, key)] = ",".join(value).strip()
 
     def parse_exc(self, msg: str, lineno: int, line: str | None = None) -> Exception:
         return iniparser.ParseError(msg, lineno, line)
@@ -147,7 +149,39 @@ def _known(opts: Iterable[tuple[str, Iterable[cfg.Opt]]]) -> set[tuple[str, str]
     return known
 
 
+NOT_READ = {
+    ("DEFAULT", "vcpu_pin_set"): "nova's deprecated VCPU set; use [compute] cpu_shared_set",
+    ("compute", "provider_config_location"): (
+        "nova adds the inventories and traits of its provider.yaml files; the agent does not"
+    ),
+    ("libvirt", "file_backed_memory"): (
+        "nova reports MEMORY_MB as the backing file's size; the agent reports RAM"
+    ),
+    ("libvirt", "cpu_mode"): (
+        "with custom, nova reports the guest CPU model's features as CPU traits; the agent "
+        "the host CPU's"
+    ),
+    ("libvirt", "cpu_models"): "see [libvirt] cpu_mode",
+    ("libvirt", "cpu_model_extra_flags"): "see [libvirt] cpu_mode",
+}
+"""Nova options that change what nova-compute reports to Placement and that the agent does
+not read: set in a file, each is warned about once, with what differs."""
+
+_SAME_AS_HOST = {("libvirt", "cpu_mode"): {"", "none", "host-model", "host-passthrough"}}
+"""Values of a :data:`NOT_READ` option with which nova reports what the agent reports."""
+
 _warned: set[tuple[str, str]] = set()
+
+
+def _warn_not_read(group: str, name: str, value: str) -> None:
+    """Warn once about a :data:`NOT_READ` option set to a value that changes Placement."""
+    key = (group, name)
+    if key not in NOT_READ or key in _warned or not value:
+        return
+    if value.lower() in _SAME_AS_HOST.get(key, set()):
+        return
+    _warned.add(key)
+    LOG.warning("[%s] %s is set: not read by the agent (%s)", group, name, NOT_READ[key])
 
 
 def unknown_options(
@@ -164,6 +198,7 @@ def unknown_options(
         with open(path, encoding="utf-8") as f:
             parser.parse(f)
         for group, name in parser.keys:
+            _warn_not_read(group, name, parser.values[(group, name)])
             if (group, name) in known or is_nova_option(group, name):
                 continue
             if (group, name) not in out:

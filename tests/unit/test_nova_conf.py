@@ -17,6 +17,13 @@ from agent import nova_conf
 from agent.exceptions import ConfigError
 from agent.layout import policy_from_conf
 
+
+@pytest.fixture(autouse=True)
+def fresh_warnings(monkeypatch):
+    """Each test sees the agent's once-per-process warnings as a new process would."""
+    monkeypatch.setattr(nova_conf, "_warned", set())
+
+
 DEVSTACK = Path(__file__).resolve().parents[1] / "fixtures" / "nova" / "devstack-nova.conf"
 
 
@@ -153,6 +160,17 @@ def test_unknown_options_are_warned_once_and_novas_accepted_silently(tmp_path, c
     assert len(warned) == 2
     assert "[DEFAULT] reserved_host_memroy_mb" in warned[0]
     assert "[numa] model_in_placment" in warned[1]
+
+
+def test_nova_options_that_change_placement_but_are_not_read_are_said(tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="agent.nova_conf")
+    agent_config.load([write(tmp_path, "[libvirt]\ncpu_mode = custom\ncpu_models = Haswell\n")])
+    said = [r.getMessage() for r in caplog.records]
+    assert said == [
+        "[libvirt] cpu_mode is set: not read by the agent (with custom, nova reports the guest "
+        "CPU model's features as CPU traits; the agent the host CPU's)",
+        "[libvirt] cpu_models is set: not read by the agent (see [libvirt] cpu_mode)",
+    ]
 
 
 def test_nova_option_list_has_provenance_and_the_resource_tracker_options():
