@@ -106,12 +106,13 @@ def foreign(tree: ProviderTree, nodename: str, owner_trait: str) -> list[str]:
 def to_adopt(tree: ProviderTree, nodename: str, owner_trait: str) -> list[tuple[str, str, str]]:
     """``(name, uuid, reason)`` of each child taken over at the next write, by name.
 
-    The compute node is listed too when it lacks ``owner_trait`` (``"compute
-    node"``): nova's, found by name with its random UUID, or an earlier agent's.
+    The compute node is listed too when it lacks ``owner_trait`` but holds
+    inventory or traits (``"compute node"``): nova's, found by name with its
+    random UUID, or an earlier agent's; not one the report client just created.
     """
     out: list[tuple[str, str, str]] = []
     root = tree.data(nodename)
-    if owner_trait not in root.traits:
+    if owner_trait not in root.traits and (root.inventory or root.traits):
         out.append((root.name, root.uuid, "compute node"))
     for uuid in tree.get_provider_uuids(root.uuid)[1:]:
         data = tree.data(uuid)
