@@ -527,14 +527,6 @@ def _traits(tree: ProviderTree, spec: ProviderSpec, owner: str) -> set[str]:
     return kept | spec.traits | {os_traits.COMPUTE_NODE, owner}
 
 
-def foreign_providers(tree: ProviderTree, nodename: str, owner_trait: str) -> list[str]:
-    """UUIDs of the children of compute node ``nodename`` that are not the agent's.
-
-    The rule lives in :mod:`agent.ownership` (:func:`agent.ownership.foreign`).
-    """
-    return ownership.foreign(tree, nodename, owner_trait)
-
-
 _warned_foreign: set[str] = set()
 _logged_adoption: set[str] = set()
 
