@@ -17,7 +17,9 @@ import sys
 import pytest
 
 from agent import ownership
-from tests.conftest import EXAMPLES, REPO
+from agent.tracker import ResourceTracker
+from drivers.fake import FakeDriver
+from tests.conftest import EXAMPLES, REPO, make_conf
 from tests.functional.conftest import http_get
 from tests.functional.nova_state import write_nova_host
 from tests.functional.test_tracker import Setup
@@ -164,3 +166,29 @@ def test_adopt_dry_run_says_what_is_taken_over_and_writes_nothing(tmp_path, serv
     assert "allocations kept: 5 consumer(s) hold resources here" in lines
     served.start()
     assert http_get(served.url, "/resource_providers") == before
+
+
+def test_a_tree_of_an_earlier_agent_is_taken_over_at_startup(tmp_path, embedded):
+    """Upgrade path: CUSTOM_OWNER_COMPUTE_AGENT is recognised as ours and replaced."""
+    old = Setup(tmp_path, embedded, compute={"owner_trait": "CUSTOM_OWNER_COMPUTE_AGENT"})
+    assert old.cycle(startup=True).ok
+    root = old.uuid(old.nodename)
+    listed = http_get(old.base, "/resource_providers", in_tree=root)["resource_providers"]
+    uuids = {p["name"]: p["uuid"] for p in listed}
+    held = {old.inst(i): old.held(old.inst(i)) for i in (1, 2, 3, 4)}
+    conf = make_conf(
+        tmp_path,
+        numa={"model_in_placement": True},
+        devices={"enabled_mdev_types": ["nvidia-35", "nvidia-36"]},
+    )
+    driver = FakeDriver(conf, tmp_path / "host.yaml")  # the new agent: default owner trait
+    new = ResourceTracker(conf, driver, old.report, old.state, clock=lambda: old.now)
+    outcome = new.update_available_resource(startup=True)
+    assert outcome.ok, outcome.summary()
+    after = http_get(old.base, "/resource_providers", in_tree=root)["resource_providers"]
+    assert {p["name"]: p["uuid"] for p in after} == uuids
+    for p in after:
+        traits = http_get(old.base, f"/resource_providers/{p['uuid']}/traits")["traits"]
+        assert "OWNER_NOVA" in traits and "CUSTOM_OWNER_COMPUTE_AGENT" not in traits
+    assert {c: old.held(c) for c in held} == held
+    assert outcome.nodes[0].allocations_written == []
