@@ -493,7 +493,31 @@ def apply_layout(tree: ProviderTree, host: HostResources, policy: LayoutPolicy) 
             parent = tree.data(parent).parent_uuid
     for uuid in foreign:
         _warn_foreign(tree.data(uuid).name, uuid, node, owner)
-    wanted = {s.name: s for s in specs}
+    moved = _remove_unwanted(tree, root_uuid, protected, {s.name: s for s in specs})
+    for spec in specs:
+        if spec.parent is not None:
+            if tree.exists(spec.name) and tree.data(spec.name).uuid in foreign:
+                continue
+            if not tree.exists(spec.parent) or tree.data(spec.parent).uuid in foreign:
+                continue
+            if not tree.exists(spec.name):
+                tree.new_child(spec.name, spec.parent, uuid=moved.get(spec.name))
+        tree.update_inventory(spec.name, spec.inventory)
+        tree.update_traits(spec.name, _traits(tree, spec, owner))
+
+
+def _remove_unwanted(
+    tree: ProviderTree, root_uuid: str, protected: set[str], wanted: dict[str, ProviderSpec]
+) -> dict[str, str]:
+    """Remove the children the layout does not want where they are; return the moved ones.
+
+    Returns:
+        ``{name: UUID}`` of the providers wanted under another parent: they are
+        created again under it with the same UUID (a UUID nova chose at random
+        included), so Placement sees a re-parented provider, not a new one
+        beside the old name.
+    """
+    moved: dict[str, str] = {}
     # Deepest first, so a subtree is never visited after its parent went.
     for uuid in reversed(tree.get_provider_uuids(root_uuid)[1:]):
         if not tree.exists(uuid) or uuid in protected:
@@ -502,17 +526,10 @@ def apply_layout(tree: ProviderTree, host: HostResources, policy: LayoutPolicy) 
         spec = wanted.get(p.name)
         parent_name = tree.data(p.parent_uuid).name if p.parent_uuid else None
         if spec is None or spec.parent != parent_name:
+            if spec is not None:
+                moved[p.name] = uuid
             tree.remove(uuid)
-    for spec in specs:
-        if spec.parent is not None:
-            if tree.exists(spec.name) and tree.data(spec.name).uuid in foreign:
-                continue
-            if not tree.exists(spec.parent) or tree.data(spec.parent).uuid in foreign:
-                continue
-            if not tree.exists(spec.name):
-                tree.new_child(spec.name, spec.parent)
-        tree.update_inventory(spec.name, spec.inventory)
-        tree.update_traits(spec.name, _traits(tree, spec, owner))
+    return moved
 
 
 def _traits(tree: ProviderTree, spec: ProviderSpec, owner: str) -> set[str]:

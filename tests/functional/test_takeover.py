@@ -192,3 +192,28 @@ def test_a_tree_of_an_earlier_agent_is_taken_over_at_startup(tmp_path, embedded)
         assert "OWNER_NOVA" in traits and "CUSTOM_OWNER_COMPUTE_AGENT" not in traits
     assert {c: old.held(c) for c in held} == held
     assert outcome.nodes[0].allocations_written == []
+
+
+def test_numa_turned_on_after_takeover_reshapes_nova_providers_in_place(nova_host, tmp_path):
+    """nova's vGPU providers (random UUIDs) move under their cells keeping their UUIDs."""
+    s, nova = nova_host
+    assert s.cycle(startup=True).ok
+    conf = make_conf(
+        tmp_path,
+        numa={"model_in_placement": True},
+        pci={"report_in_placement": True},
+        devices={"enabled_mdev_types": ["nvidia-35", "nvidia-36"]},
+    )
+    driver = FakeDriver(conf, tmp_path / "host.yaml")
+    tracker = ResourceTracker(conf, driver, s.report, s.state, clock=lambda: s.now)
+    outcome = tracker.update_available_resource(startup=True)
+    assert outcome.ok, outcome.summary()
+    assert outcome.nodes[0].sync.reshaped
+    gpu = f"{s.nodename}_pci_0000_5e_00_0"
+    moved = http_get(s.base, f"/resource_providers/{nova.uuids[gpu]}")
+    assert moved["name"] == gpu  # the same provider, now under cell 0
+    assert moved["parent_provider_uuid"] == s.uuid(f"{s.nodename}_NUMA0")
+    for i in (1, 2):
+        assert s.held(s.inst(i))[gpu] == {"VGPU": 1}
+    names = [p["name"] for p in http_get(s.base, "/resource_providers")["resource_providers"]]
+    assert names.count(gpu) == 1
