@@ -369,3 +369,14 @@ def test_mdev_max_instances_caps_a_type_over_all_gpus():
     assert "cn_pci_0000_b0_00_0" not in s  # 4 more would pass 9, and it has no mdev
     unlimited = shape(build(host(gpus=gpus), replace(policy, mdev_max_instances=())))
     assert unlimited["cn_pci_0000_b0_00_0"][1] == {"VGPU": (4, 0, 4, 1.0)}
+
+
+def test_a_moved_provider_keeps_its_uuid_even_a_random_one():
+    t = ProviderTree()
+    t.new_root("cn", ROOT)
+    nova_uuid = str(uuid.uuid4())  # nova chose it at random, not child_uuid()
+    t.new_child("cn_pci_0000_af_00_0", "cn", uuid=nova_uuid)
+    t.update_traits(nova_uuid, ["OWNER_NOVA"])
+    apply_layout(t, host(), replace(POLICY, model_numa=True))
+    assert t.data("cn_pci_0000_af_00_0").uuid == nova_uuid
+    assert t.data(nova_uuid).parent_uuid == t.data("cn_NUMA0").uuid
