@@ -35,7 +35,13 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
 from agent.allocation_model import INSTANCE, ByProvider, ConsumerAllocations
-from agent.layout import LayoutPolicy, device_provider_name, numa_provider_name
+from agent.layout import (
+    LayoutPolicy,
+    device_provider_name,
+    numa_provider_name,
+    pf_provider_name,
+    whole_device_provider_name,
+)
 from agent.provider_tree import ProviderTree
 from drivers.records import HostResources, Instance
 
@@ -122,6 +128,8 @@ class _Planner:
             _NumaLedger(tree, self.node, (c.id for c in host.numa_cells)) if numa else None
         )
         self.pf_of_vf = host.pf_of_vf()
+        self.pfs = {pf.address: pf for pf in host.sriov_pfs}
+        self.policy = policy
         self.gpu_of_mdev = host.gpu_of_mdev()
         self.whole = {d.address for d in host.pci_devices}
 
@@ -234,15 +242,17 @@ class _Planner:
 
     def pci(self, inst: Instance, res: Planned) -> None:
         for address in inst.pci_devices:
+            # A device's provider holds one class: SRIOV_NET_VF, its
+            # CUSTOM_PCI_* / resource_class, or nova's PCI-in-placement class.
             if address in self.pf_of_vf:
-                provider = device_provider_name(self.node, self.pf_of_vf[address])
-                rc = "SRIOV_NET_VF"
+                pf = self.pfs[self.pf_of_vf[address]]
+                provider = pf_provider_name(self.node, pf, self.policy)
             elif address in self.whole:
-                provider = device_provider_name(self.node, address)
-                inv = self.tree.data(provider).inventory if self.tree.exists(provider) else {}
-                rc = next(iter(inv), "")
+                provider = whole_device_provider_name(self.node, address, self.policy)
             else:
-                provider, rc = "", ""
+                provider = ""
+            inv = self.tree.data(provider).inventory if self.tree.exists(provider) else {}
+            rc = next(iter(inv), "")
             if not rc or not self.tree.exists(provider):
                 LOG.warning(
                     "instance %s: PCI device %s is not a device this node reports; "
@@ -265,7 +275,9 @@ class _Planner:
                     mdev,
                 )
                 continue
-            res[self.tree.data(provider).uuid]["VGPU"] += 1
+            # VGPU, or the [mdev_$(TYPE)] mdev_class of the GPU's type.
+            rc = next(iter(self.tree.data(provider).inventory), "VGPU")
+            res[self.tree.data(provider).uuid][rc] += 1
 
 
 def _new_planned() -> Planned:

@@ -18,9 +18,10 @@ import socket
 from collections.abc import Sequence
 from pathlib import Path
 
+import os_traits
 from oslo_config import cfg
 
-from agent import logs
+from agent import logs, nova_conf
 from agent.exceptions import ConfigError
 from agent.names import is_standard_resource_class
 
@@ -45,11 +46,23 @@ DEFAULT_OPTS: list[cfg.Opt] = [
         min=1,
         help="Seconds between two resource-tracking cycles.",
     ),
+    cfg.IntOpt(
+        "update_resources_interval",
+        default=0,
+        help="Nova's option: seconds between resource updates; 0 uses the default. "
+        "When positive and update_interval is left at its default, it sets "
+        "update_interval; negative (nova: never) is warned about and ignored.",
+    ),
+    cfg.StrOpt(
+        "compute_driver",
+        help="Nova's option: 'libvirt.LibvirtDriver' selects the libvirt driver when "
+        "[compute] driver is unset. Another nova driver is refused by name.",
+    ),
     cfg.FloatOpt(
         "cpu_allocation_ratio",
         default=None,
         min=0.0,
-        help="Overcommit ratio of VCPU. Unset: new compute nodes get "
+        help="Overcommit ratio of VCPU. Unset or 0.0 (nova's rule): new compute nodes get "
         "initial_cpu_allocation_ratio and an existing inventory keeps the ratio "
         "Placement holds (so it can be changed through the Placement API).",
     ),
@@ -57,14 +70,14 @@ DEFAULT_OPTS: list[cfg.Opt] = [
         "ram_allocation_ratio",
         default=None,
         min=0.0,
-        help="Overcommit ratio of MEMORY_MB. Unset: as cpu_allocation_ratio, "
+        help="Overcommit ratio of MEMORY_MB. Unset or 0.0: as cpu_allocation_ratio, "
         "with initial_ram_allocation_ratio.",
     ),
     cfg.FloatOpt(
         "disk_allocation_ratio",
         default=None,
         min=0.0,
-        help="Overcommit ratio of DISK_GB. Unset: as cpu_allocation_ratio, "
+        help="Overcommit ratio of DISK_GB. Unset or 0.0: as cpu_allocation_ratio, "
         "with initial_disk_allocation_ratio.",
     ),
     cfg.FloatOpt(
@@ -113,6 +126,17 @@ COMPUTE_OPTS: list[cfg.Opt] = [
         "'fake' (a host description file, for tests and labs). "
         "'host' reports this machine's real hardware (sysfs, /proc, udev) with no instances.",
     ),
+    cfg.StrOpt(
+        "owner_trait",
+        default="OWNER_NOVA",
+        help="Trait that marks the providers this agent owns: the compute node carries it "
+        "with COMPUTE_NODE, and so does every child provider laid out. Children without "
+        "it (a network agent's, cyborg's OWNER_CYBORG) are never changed. Default: "
+        "os-traits' OWNER_NOVA, which nova 34's scheduler requires on the compute node "
+        "(root_required=OWNER_NOVA). Either a standard OWNER_* trait of os-traits or a "
+        "CUSTOM_ trait. Providers carrying CUSTOM_OWNER_COMPUTE_AGENT (earlier agents) "
+        "are taken over (docs/deployment.md).",
+    ),
     cfg.ListOpt(
         "resource_class_renames",
         default=[],
@@ -138,9 +162,25 @@ DEVICES_OPTS: list[cfg.Opt] = [
     cfg.ListOpt(
         "enabled_mdev_types",
         default=[],
+        deprecated_opts=[cfg.DeprecatedOpt("enabled_vgpu_types", group="devices")],
         help="Mediated device (vGPU) types to offer, e.g. nvidia-35. Each "
         "physical GPU offers the type its existing mdevs have, else the first "
         "type of this list it supports. Empty: no vGPUs are reported.",
+    ),
+]
+
+PCI_OPTS: list[cfg.Opt] = [
+    cfg.BoolOpt(
+        "report_in_placement",
+        default=False,
+        help="Nova's [pci] report_in_placement: each whole PCI device and each PF whose "
+        "VFs are offered without a physical_network gets its own provider named "
+        "{nodename}_{PCI ADDRESS} under the compute node, class resource_class of its "
+        "device_spec or CUSTOM_PCI_{VENDOR}_{PRODUCT}, traits COMPUTE_MANAGED_PCI_DEVICE "
+        "and the device_spec traits (nova/compute/pci_placement_translator.py), so "
+        "nova's [pci] alias requests find them. PFs with a physical_network keep their "
+        "SRIOV_NET_VF provider for neutron ports. Off: whole devices are reported as "
+        "{nodename}_pci_{dddd_bb_ss_f} and VFs as SRIOV_NET_VF on their PF.",
     ),
 ]
 
@@ -163,6 +203,7 @@ _CORE_GROUPS: list[tuple[str, list[cfg.Opt]]] = [
     ("compute", COMPUTE_OPTS),
     ("numa", NUMA_OPTS),
     ("devices", DEVICES_OPTS),
+    ("pci", PCI_OPTS),
     ("fake", FAKE_OPTS),
 ]
 
@@ -239,14 +280,36 @@ def validate(conf: cfg.ConfigOpts) -> None:
                     "configuration file"
                 ) from None
     for name in ("cpu", "ram", "disk"):
-        for opt_name in (f"{name}_allocation_ratio", f"initial_{name}_allocation_ratio"):
-            value = getattr(conf, opt_name)
-            if value is not None and value <= 0:
-                raise ConfigError(
-                    f"[DEFAULT] {opt_name}: invalid value {value}: an allocation ratio "
-                    "must be greater than 0"
-                )
+        # A ratio of 0.0 means unset (nova/compute/resource_tracker.py
+        # ResourceTracker._copy_resources: "not in (0.0, None)"); an initial
+        # ratio has no such meaning.
+        opt_name = f"initial_{name}_allocation_ratio"
+        value = getattr(conf, opt_name)
+        if value <= 0:
+            raise ConfigError(
+                f"[DEFAULT] {opt_name}: invalid value {value}: an allocation ratio "
+                "must be greater than 0"
+            )
     resource_class_renames(conf)
+    owner_trait(conf)
+    mdev_addresses(conf)
+    mdev_classes(conf)
+
+
+def owner_trait(conf: cfg.ConfigOpts) -> str:
+    """``[compute] owner_trait``, checked: a standard ``OWNER_*`` trait or a ``CUSTOM_`` one.
+
+    Raises:
+        ConfigError: naming the option and the accepted values.
+    """
+    value = conf.compute.owner_trait
+    owners = os_traits.get_traits(prefix="OWNER_")
+    if value in owners or re.match(r"^CUSTOM_[A-Z0-9_]+$", value or ""):
+        return value
+    raise ConfigError(
+        f"[compute] owner_trait = {value!r} is neither a standard owner trait of os-traits "
+        f"({', '.join(sorted(owners))}) nor a CUSTOM_[A-Z0-9_]+ trait"
+    )
 
 
 def load(
@@ -297,8 +360,14 @@ def load(
                 conf.set_override(name, value, group=None if group == "DEFAULT" else group)
             except (cfg.NoSuchOptError, ValueError) as exc:
                 raise ConfigError(f"[{group}] {name}: {exc}") from None
+    nova_conf.register_mdev_groups(conf)
+    nova_conf.apply_nova_options(conf)
     validate(conf)
     _check_state_path(conf)
+
+    opts = list_sample_opts()
+    opts += [(f"mdev_{t}", nova_conf.mdev_opts()) for t in conf.devices.enabled_mdev_types]
+    nova_conf.unknown_options(opts, list(config_files))
     return conf
 
 
@@ -373,9 +442,57 @@ def resource_class_renames(conf: cfg.ConfigOpts) -> dict[str, str]:
     return out
 
 
+def mdev_addresses(conf: cfg.ConfigOpts) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``[mdev_$(TYPE)] device_addresses`` per enabled type (groups from agent.nova_conf).
+
+    Raises:
+        ConfigError: an address is not a PCI address, or is listed for two types
+            (nova: InvalidLibvirtMdevConfig "duplicate types for PCI ID").
+    """
+    from drivers.records import normalize_pci_address
+
+    out, seen = [], {}
+    for type_id in conf.devices.enabled_mdev_types:
+        addresses = tuple(conf[f"mdev_{type_id}"].device_addresses)
+        for address in addresses:
+            try:
+                key = normalize_pci_address(address)
+            except ValueError as exc:
+                raise ConfigError(f"[mdev_{type_id}] device_addresses: {exc}") from None
+            if key in seen:
+                raise ConfigError(
+                    f"[mdev_{type_id}] device_addresses: {address} is already listed for "
+                    f"type {seen[key]}; a GPU offers one type"
+                )
+            seen[key] = type_id
+        out.append((type_id, addresses))
+    return tuple(out)
+
+
+def mdev_classes(conf: cfg.ConfigOpts) -> tuple[tuple[str, str], ...]:
+    """``[mdev_$(TYPE)] mdev_class`` per enabled type, checked like a resource class.
+
+    Raises:
+        ConfigError: neither VGPU nor a CUSTOM_ class (nova's rule for mdev_class).
+    """
+    out = []
+    for type_id in conf.devices.enabled_mdev_types:
+        rc = conf[f"mdev_{type_id}"].mdev_class
+        if rc != "VGPU" and not re.match(r"^CUSTOM_[A-Z0-9_]+$", rc):
+            raise ConfigError(
+                f"[mdev_{type_id}] mdev_class = {rc!r}: use VGPU or a CUSTOM_[A-Z0-9_]+ class"
+            )
+        out.append((type_id, rc))
+    return tuple(out)
+
+
 def allocation_ratio(conf: cfg.ConfigOpts, kind: str) -> float | None:
-    """The configured ratio for ``kind`` (``cpu``, ``ram`` or ``disk``), or None when unset."""
-    return getattr(conf, f"{kind}_allocation_ratio")
+    """The configured ratio for ``kind`` (``cpu``, ``ram`` or ``disk``), or None when unset.
+
+    0.0 counts as unset, as in nova (resource_tracker ``ResourceTracker._copy_resources``).
+    """
+    value = getattr(conf, f"{kind}_allocation_ratio")
+    return None if value in (None, 0.0) else value
 
 
 def initial_allocation_ratio(conf: cfg.ConfigOpts, kind: str) -> float:

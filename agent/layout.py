@@ -26,27 +26,34 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import os_traits
 from oslo_config import cfg
 
 from agent import config as agent_config
+from agent import ownership
 from agent.exceptions import ConfigError
 from agent.names import resource_class_name, trait_name
-from agent.provider_tree import ProviderTree, child_uuid
+from agent.node_traits import cell_cpu_traits, is_capability_trait, is_managed_root_trait
+from agent.provider_tree import ProviderTree
 from agent.resources import Inventory
-from drivers.records import Gpu, HostResources, MdevType, pci_address_slug
+from drivers.records import (
+    Gpu,
+    HostResources,
+    MdevType,
+    SriovPF,
+    normalize_pci_address,
+    pci_address_slug,
+)
 
 LOG = logging.getLogger(__name__)
 
-OWNER_TRAIT = "CUSTOM_OWNER_COMPUTE_AGENT"
-"""Carried by every provider the agent lays out; children without it are someone else's."""
+OWNER_TRAIT = ownership.DEFAULT_OWNER_TRAIT
+"""The default owner trait (``[compute] owner_trait``), carried by every provider laid out.
 
-# Traits on the compute node that the agent manages; any other trait there
-# (set by an operator through the API) is left alone.
-MANAGED_ROOT_TRAIT_PREFIXES = ("HW_CPU_", "HW_NUMA_", "COMPUTE_ARCH_")
+Which children are the agent's is decided in :mod:`agent.ownership` alone."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +74,13 @@ class LayoutPolicy:
         enabled_mdev_types: mdev types offered as VGPU, in preference order.
         resource_class_renames: ``(OLD, NEW)`` pairs: NEW is reported wherever
             OLD would be (``[compute] resource_class_renames``; docs/reshape.md).
+        mdev_addresses: ``(type, (GPU address, ...))`` from ``[mdev_$(TYPE)]
+            device_addresses``: those GPUs offer that type only (nova).
+        mdev_classes: ``(type, class)`` from ``[mdev_$(TYPE)] mdev_class``.
+        mdev_max_instances: ``(type, limit)`` from ``[mdev_$(TYPE)] max_instances``.
+        owner_trait: ``[compute] owner_trait``, on every provider laid out.
+        pci_in_placement: ``[pci] report_in_placement``: whole devices and
+            VFs without a physnet get nova's PCI-in-placement providers.
     """
 
     cpu_allocation_ratio: float | None = None
@@ -81,6 +95,11 @@ class LayoutPolicy:
     model_numa: bool = False
     enabled_mdev_types: tuple[str, ...] = field(default_factory=tuple)
     resource_class_renames: tuple[tuple[str, str], ...] = ()
+    mdev_addresses: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    mdev_classes: tuple[tuple[str, str], ...] = ()
+    mdev_max_instances: tuple[tuple[str, int], ...] = ()
+    owner_trait: str = ownership.DEFAULT_OWNER_TRAIT
+    pci_in_placement: bool = False
 
 
 def policy_from_conf(conf: cfg.ConfigOpts) -> LayoutPolicy:
@@ -98,6 +117,15 @@ def policy_from_conf(conf: cfg.ConfigOpts) -> LayoutPolicy:
         model_numa=conf.numa.model_in_placement,
         enabled_mdev_types=tuple(conf.devices.enabled_mdev_types),
         resource_class_renames=tuple(agent_config.resource_class_renames(conf).items()),
+        mdev_addresses=agent_config.mdev_addresses(conf),
+        mdev_classes=agent_config.mdev_classes(conf),
+        mdev_max_instances=tuple(
+            (t, conf[f"mdev_{t}"].max_instances)
+            for t in conf.devices.enabled_mdev_types
+            if conf[f"mdev_{t}"].max_instances
+        ),
+        owner_trait=agent_config.owner_trait(conf),
+        pci_in_placement=conf.pci.report_in_placement,
     )
 
 
@@ -109,6 +137,98 @@ def numa_provider_name(nodename: str, cell_id: int) -> str:
 def device_provider_name(nodename: str, address: str) -> str:
     """``{nodename}_pci_{dddd_bb_ss_f}`` for a GPU, PF or whole PCI device."""
     return f"{nodename}_pci_{pci_address_slug(address)}"
+
+
+def pci_placement_provider_name(nodename: str, address: str) -> str:
+    """``{nodename}_{PCI ADDRESS}``, e.g. ``cn1_0000:AF:00.0``: nova's PCI-in-placement name.
+
+    Source: nova/compute/pci_placement_translator.py
+    ``PlacementView._get_rp_name_for_address`` (``f"{root}_{addr.upper()}"``).
+    """
+    return f"{nodename}_{normalize_pci_address(address).upper()}"
+
+
+def uses_pci_placement(pf: SriovPF, policy: LayoutPolicy) -> bool:
+    """True when ``pf``'s VFs get nova's PCI-in-placement provider (no physnet).
+
+    nova/compute/pci_placement_translator.py ``PlacementView._add_dev``: a
+    device whose spec has a ``physical_network`` is left to neutron's SR-IOV
+    ports, which ask for ``SRIOV_NET_VF``.
+    """
+    return policy.pci_in_placement and not pf.physnet
+
+
+def pf_provider_name(nodename: str, pf: SriovPF, policy: LayoutPolicy) -> str:
+    """The provider holding ``pf``'s VFs (PCI-in-placement name, or ``{nodename}_pci_...``)."""
+    if uses_pci_placement(pf, policy):
+        return pci_placement_provider_name(nodename, pf.address)
+    return device_provider_name(nodename, pf.address)
+
+
+def whole_device_provider_name(nodename: str, address: str, policy: LayoutPolicy) -> str:
+    """The provider of a whole device (PCI-in-placement name, or ``{nodename}_pci_...``)."""
+    if policy.pci_in_placement:
+        return pci_placement_provider_name(nodename, address)
+    return device_provider_name(nodename, address)
+
+
+def _gpu_specs(
+    host: HostResources, policy: LayoutPolicy, parent_of: Callable[[int | None], str]
+) -> list[ProviderSpec]:
+    """One provider per GPU offering a type: total = its mdevs of the type + available.
+
+    ``[mdev_$(TYPE)] max_instances`` (nova/virt/libvirt/driver.py
+    ``_get_gpu_inventories``): every GPU's existing mdevs of a type count
+    first; then, GPU by GPU in address order, the instances it could still
+    create are offered only while the type's total stays within the limit (a
+    GPU that would pass it offers its existing mdevs only; nova reports 0
+    there, which would strand the instances holding them).
+    """
+    chosen = [(gpu, *gpu_mdev_type(gpu, policy)) for gpu in host.gpus]
+    chosen = [(g, t, rc) for g, t, rc in chosen if t is not None]
+    existing = {g.address: sum(1 for m in g.mdevs if m.type_id == t.id) for g, t, _ in chosen}
+    used: dict[str, int] = {}
+    for gpu, mtype, _ in chosen:
+        used[mtype.id] = used.get(mtype.id, 0) + existing[gpu.address]
+    limits = dict(policy.mdev_max_instances)
+    specs = []
+    for gpu, mtype, rc in sorted(chosen, key=lambda c: c[0].address):
+        total = existing[gpu.address]
+        limit = limits.get(mtype.id)
+        if limit is None or used[mtype.id] + mtype.available_instances <= limit:
+            total += mtype.available_instances
+            used[mtype.id] += mtype.available_instances
+        if total:
+            name = device_provider_name(host.nodename, gpu.address)
+            inv = {rc: _inv(rc, total)}
+            specs.append(
+                ProviderSpec(name, parent_of(gpu.numa_node), inv, {mdev_type_trait(mtype.id)})
+            )
+    return specs
+
+
+def _pf_spec(node: str, pf: SriovPF, policy: LayoutPolicy, parent: str) -> ProviderSpec:
+    """The provider of ``pf``'s configured VFs.
+
+    With a physnet, or without ``[pci] report_in_placement``: ``SRIOV_NET_VF``
+    under ``parent`` (its NUMA cell when modelled), traits ``HW_NIC_*``,
+    ``CUSTOM_PHYSNET_*`` and the spec's. Else nova's PCI-in-placement shape
+    (pci_placement_translator.py ``PciResourceProvider.add_child``): under the
+    compute node, class the spec's ``resource_class`` or
+    ``CUSTOM_PCI_{VF VENDOR}_{VF PRODUCT}``, traits
+    ``COMPUTE_MANAGED_PCI_DEVICE`` and the spec's.
+    """
+    if uses_pci_placement(pf, policy):
+        vendor, product = pf.vf_vendor_id or "0000", pf.vf_product_id or "0000"
+        rc = pci_resource_class(vendor, product, pf.resource_class)
+        traits = {trait_name(t) for t in pf.spec_traits} | {os_traits.COMPUTE_MANAGED_PCI_DEVICE}
+        name = pci_placement_provider_name(node, pf.address)
+        return ProviderSpec(name, node, {rc: _inv(rc, pf.num_vfs)}, traits)
+    traits = {trait_name(t) for t in pf.traits}
+    if pf.physnet:
+        traits.add(physnet_trait(pf.physnet))
+    inv = {"SRIOV_NET_VF": _inv("SRIOV_NET_VF", pf.num_vfs)}
+    return ProviderSpec(device_provider_name(node, pf.address), parent, inv, traits)
 
 
 def pci_resource_class(vendor_id: str, product_id: str, override: str | None = None) -> str:
@@ -126,6 +246,32 @@ def physnet_trait(physnet: str) -> str:
 def mdev_type_trait(type_id: str) -> str:
     """The ``CUSTOM_`` trait that names an mdev type, e.g. ``CUSTOM_NVIDIA_35``."""
     return trait_name(type_id)
+
+
+def pinned_mdev_type(gpu: Gpu, policy: LayoutPolicy) -> str | None:
+    """The type ``[mdev_$(TYPE)] device_addresses`` gives ``gpu``, or None when not listed."""
+    for type_id, addresses in policy.mdev_addresses:
+        if gpu.address in {normalize_pci_address(a) for a in addresses}:
+            return type_id
+    return None
+
+
+def gpu_mdev_type(gpu: Gpu, policy: LayoutPolicy) -> tuple[MdevType | None, str]:
+    """``(the mdev type gpu offers, its resource class)``.
+
+    Rules: a GPU listed in a type's ``device_addresses`` offers that type
+    only, with that type's ``mdev_class`` (nova/virt/libvirt/driver.py
+    ``_get_supported_vgpu_types``, ``_get_vgpu_type_per_pgpu``,
+    ``_get_resource_class_for_device``); any other GPU offers, among the
+    types not pinned to addresses, the type of its existing mdevs, else the
+    first it supports (:func:`gpu_vgpu_type`), as VGPU (nova's default class).
+    """
+    pinned = pinned_mdev_type(gpu, policy)
+    if pinned is not None:
+        return gpu.mdev_types.get(pinned), dict(policy.mdev_classes).get(pinned, "VGPU")
+    listed = {t for t, addresses in policy.mdev_addresses if addresses}
+    free = [t for t in policy.enabled_mdev_types if t not in listed]
+    return gpu_vgpu_type(gpu, free), "VGPU"
 
 
 def gpu_vgpu_type(gpu: Gpu, enabled: Iterable[str]) -> MdevType | None:
@@ -249,7 +395,8 @@ def desired_providers(
                 inv["MEMORY_MB"] = _inv(
                     "MEMORY_MB", cell.memory_mb, r_mem, ratio(name, "MEMORY_MB")
                 )
-            specs.append(ProviderSpec(name, node, inv, {os_traits.HW_NUMA_ROOT}))
+            traits = {os_traits.HW_NUMA_ROOT} | cell_cpu_traits(host.traits, cell)
+            specs.append(ProviderSpec(name, node, inv, traits))
     else:
         if host.vcpus:
             _check_reserved("reserved_host_cpus", "VCPU", reserved_cpus, host.vcpus)
@@ -276,44 +423,18 @@ def desired_providers(
         return node
 
     for pf in host.sriov_pfs:
-        if not pf.num_vfs:
-            continue
-        traits = {trait_name(t) for t in pf.traits}
-        if pf.physnet:
-            traits.add(physnet_trait(pf.physnet))
-        specs.append(
-            ProviderSpec(
-                device_provider_name(node, pf.address),
-                parent_of(pf.numa_node),
-                {"SRIOV_NET_VF": _inv("SRIOV_NET_VF", pf.num_vfs)},
-                traits,
-            )
-        )
-    for gpu in host.gpus:
-        mtype = gpu_vgpu_type(gpu, policy.enabled_mdev_types)
-        if mtype is None:
-            continue
-        total = sum(1 for m in gpu.mdevs if m.type_id == mtype.id) + mtype.available_instances
-        if not total:
-            continue
-        specs.append(
-            ProviderSpec(
-                device_provider_name(node, gpu.address),
-                parent_of(gpu.numa_node),
-                {"VGPU": _inv("VGPU", total)},
-                {mdev_type_trait(mtype.id)},
-            )
-        )
+        if pf.num_vfs:
+            specs.append(_pf_spec(node, pf, policy, parent_of(pf.numa_node)))
+    specs += _gpu_specs(host, policy, parent_of)
     for dev in host.pci_devices:
         rc = pci_resource_class(dev.vendor_id, dev.product_id, dev.resource_class)
-        specs.append(
-            ProviderSpec(
-                device_provider_name(node, dev.address),
-                parent_of(dev.numa_node),
-                {rc: _inv(rc, 1)},
-                {trait_name(t) for t in dev.traits},
-            )
-        )
+        traits = {trait_name(t) for t in dev.traits}
+        if policy.pci_in_placement:
+            name, parent = pci_placement_provider_name(node, dev.address), node
+            traits.add(os_traits.COMPUTE_MANAGED_PCI_DEVICE)
+        else:
+            name, parent = device_provider_name(node, dev.address), parent_of(dev.numa_node)
+        specs.append(ProviderSpec(name, parent, {rc: _inv(rc, 1)}, traits))
     if policy.resource_class_renames:
         _rename_classes(specs, dict(policy.resource_class_renames))
     return specs
@@ -343,14 +464,16 @@ def apply_layout(tree: ProviderTree, host: HostResources, policy: LayoutPolicy) 
     Children are created and updated, and those the host no longer has, or
     whose parent changed, are removed (a moved one is created again under its
     new parent with the same UUID). Every provider laid out carries
-    :data:`OWNER_TRAIT`.
-    Ownership: a child provider without :data:`OWNER_TRAIT` was made by
+    the owner trait (``policy.owner_trait``); the compute node also carries
+    ``COMPUTE_NODE`` (nova's ``ResourceTracker._get_traits``).
+    Ownership (:mod:`agent.ownership`): a child provider that is not the
+    agent's (no owner trait, and not one to take over) was made by
     someone else (a network agent's bandwidth provider, an operator): it is
     never changed or removed, nor is any provider above it; a provider the
     layout wants under a name such a child holds is not reported, and a
     warning says so once per process.
     Operator-set traits on the compute node outside
-    :data:`MANAGED_ROOT_TRAIT_PREFIXES` are kept; aggregates are never touched.
+    :func:`agent.node_traits.is_managed_root_trait` are kept; aggregates are never touched.
 
     Raises:
         ProviderNotFound: the compute node is not in the tree.
@@ -358,8 +481,10 @@ def apply_layout(tree: ProviderTree, host: HostResources, policy: LayoutPolicy) 
     """
     specs = desired_providers(host, policy, tree)
     node = host.nodename
+    owner = policy.owner_trait
     root_uuid = tree.data(node).uuid
-    foreign = foreign_providers(tree, root_uuid)
+    _log_adoption(tree, node, owner)
+    foreign = ownership.foreign(tree, node, owner)
     protected = set(foreign)
     for uuid in foreign:
         parent = tree.data(uuid).parent_uuid
@@ -367,8 +492,32 @@ def apply_layout(tree: ProviderTree, host: HostResources, policy: LayoutPolicy) 
             protected.add(parent)
             parent = tree.data(parent).parent_uuid
     for uuid in foreign:
-        _warn_foreign(tree.data(uuid).name, uuid, node)
-    wanted = {s.name: s for s in specs}
+        _warn_foreign(tree.data(uuid).name, uuid, node, owner)
+    moved = _remove_unwanted(tree, root_uuid, protected, {s.name: s for s in specs})
+    for spec in specs:
+        if spec.parent is not None:
+            if tree.exists(spec.name) and tree.data(spec.name).uuid in foreign:
+                continue
+            if not tree.exists(spec.parent) or tree.data(spec.parent).uuid in foreign:
+                continue
+            if not tree.exists(spec.name):
+                tree.new_child(spec.name, spec.parent, uuid=moved.get(spec.name))
+        tree.update_inventory(spec.name, spec.inventory)
+        tree.update_traits(spec.name, _traits(tree, spec, owner))
+
+
+def _remove_unwanted(
+    tree: ProviderTree, root_uuid: str, protected: set[str], wanted: dict[str, ProviderSpec]
+) -> dict[str, str]:
+    """Remove the children the layout does not want where they are; return the moved ones.
+
+    Returns:
+        ``{name: UUID}`` of the providers wanted under another parent: they are
+        created again under it with the same UUID (a UUID nova chose at random
+        included), so Placement sees a re-parented provider, not a new one
+        beside the old name.
+    """
+    moved: dict[str, str] = {}
     # Deepest first, so a subtree is never visited after its parent went.
     for uuid in reversed(tree.get_provider_uuids(root_uuid)[1:]):
         if not tree.exists(uuid) or uuid in protected:
@@ -377,73 +526,46 @@ def apply_layout(tree: ProviderTree, host: HostResources, policy: LayoutPolicy) 
         spec = wanted.get(p.name)
         parent_name = tree.data(p.parent_uuid).name if p.parent_uuid else None
         if spec is None or spec.parent != parent_name:
+            if spec is not None:
+                moved[p.name] = uuid
             tree.remove(uuid)
-    for spec in specs:
-        if spec.parent is not None:
-            if tree.exists(spec.name) and tree.data(spec.name).uuid in foreign:
-                continue
-            if not tree.exists(spec.parent) or tree.data(spec.parent).uuid in foreign:
-                continue
-            if not tree.exists(spec.name):
-                tree.new_child(spec.name, spec.parent)
-        tree.update_inventory(spec.name, spec.inventory)
-        if spec.parent is None:
-            kept = {
-                t
-                for t in tree.data(spec.name).traits
-                if not t.startswith(MANAGED_ROOT_TRAIT_PREFIXES)
-            }
-            tree.update_traits(spec.name, kept | spec.traits | {OWNER_TRAIT})
-        else:
-            tree.update_traits(spec.name, spec.traits | {OWNER_TRAIT})
+    return moved
 
 
-def is_agent_provider(tree: ProviderTree, uuid: str, root_uuid: str) -> bool:
-    """True when provider ``uuid`` of the tree under ``root_uuid`` is this agent's.
-
-    The one home of the ownership rule. A provider is the agent's when:
-
-    - it is the compute node (found or created by ``ReportClient.ensure_root``;
-      it gets the owner trait on the first write), or
-    - it carries :data:`OWNER_TRAIT`, or
-    - its UUID is the one the agent derives for its name under this compute
-      node (``child_uuid(root UUID, name)``, DESIGN.md "Tree shape"). Placement
-      creates a provider and sets its traits in two requests; a provider the
-      agent created just before a crash (of the agent or of Placement) has no
-      trait yet, and is repaired, not shunned. No one else can hold that UUID
-      by chance (uuid5 of the compute node's UUID and the name).
-    """
-    if uuid == root_uuid:
-        return True
-    p = tree.data(uuid)
-    return OWNER_TRAIT in p.traits or uuid == child_uuid(root_uuid, p.name)
-
-
-def foreign_providers(tree: ProviderTree, root_uuid: str) -> list[str]:
-    """UUIDs of the providers below the compute node that are not the agent's.
-
-    See :func:`is_agent_provider`.
-    """
-    return [
-        uuid
-        for uuid in tree.get_provider_uuids(root_uuid)[1:]
-        if not is_agent_provider(tree, uuid, root_uuid)
-    ]
-
-
-def owned_providers(tree: ProviderTree, root_uuid: str) -> set[str]:
-    """UUIDs of the compute node under ``root_uuid`` and of its providers that are the agent's."""
-    return {
-        uuid
-        for uuid in tree.get_provider_uuids(root_uuid)
-        if is_agent_provider(tree, uuid, root_uuid)
+def _traits(tree: ProviderTree, spec: ProviderSpec, owner: str) -> set[str]:
+    """What ``spec``'s provider carries: a child, its traits and the owner trait; the
+    compute node also ``COMPUTE_NODE`` and every trait the agent does not decide."""
+    if spec.parent is not None:
+        return spec.traits | {owner}
+    capabilities = any(is_capability_trait(t) for t in spec.traits)
+    kept = {
+        t for t in tree.data(spec.name).traits if not is_managed_root_trait(t, owner, capabilities)
     }
+    return kept | spec.traits | {os_traits.COMPUTE_NODE, owner}
 
 
 _warned_foreign: set[str] = set()
+_logged_adoption: set[str] = set()
 
 
-def _warn_foreign(name: str, uuid: str, node: str) -> None:
+def _log_adoption(tree: ProviderTree, node: str, owner: str) -> None:
+    """Log once per provider what this write takes over (nova's, or an earlier agent's)."""
+    for name, uuid, reason in ownership.to_adopt(tree, node, owner):
+        if uuid in _logged_adoption:
+            continue
+        _logged_adoption.add(uuid)
+        LOG.warning(
+            "compute node %s: taking over provider %s (%s): %s; it gets trait %s and its "
+            "allocations are kept",
+            node,
+            name,
+            uuid,
+            reason,
+            owner,
+        )
+
+
+def _warn_foreign(name: str, uuid: str, node: str, owner: str) -> None:
     if uuid in _warned_foreign:
         return
     _warned_foreign.add(uuid)
@@ -454,5 +576,5 @@ def _warn_foreign(name: str, uuid: str, node: str) -> None:
         name,
         uuid,
         node,
-        OWNER_TRAIT,
+        owner,
     )

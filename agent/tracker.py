@@ -30,11 +30,11 @@ from typing import Any
 
 from oslo_config import cfg
 
+from agent import ownership
 from agent.allocation_model import ConsumerAllocations
 from agent.allocations import cpu_memory_providers, plan_allocations
 from agent.audit import AllocationAudit
 from agent.exceptions import AgentError, CapacityExceeded, ReshapeFailed, ReshapeNeeded
-from agent.layout import is_agent_provider, owned_providers
 from agent.provider_tree import ProviderTree
 from agent.report import ReportClient, SyncResult
 from agent.state import StateStore
@@ -286,9 +286,8 @@ class ResourceTracker:
         node.unknown_consumers = audit.unknown
         node.problems.extend(audit.errors)
 
-    @staticmethod
-    def _owned(tree: ProviderTree, nodename: str) -> set[str]:
-        return owned_providers(tree, tree.data(nodename).uuid)
+    def _owned(self, tree: ProviderTree, nodename: str) -> set[str]:
+        return ownership.owned(tree, nodename, self.conf.compute.owner_trait)
 
     def _sharing_provider(self, tree: ProviderTree, nodename: str) -> str | None:
         """The shared-storage provider for DISK_GB when the node's disks are shared."""
@@ -327,7 +326,8 @@ class ResourceTracker:
         root = before.data(nodename).uuid
         for uuid in before.get_provider_uuids(root)[1:]:
             old = before.data(uuid)
-            if tree.exists(uuid) or not is_agent_provider(before, uuid, root) or not old.inventory:
+            ours = ownership.is_ours(old, nodename, self.conf.compute.owner_trait)
+            if tree.exists(uuid) or not ours or not old.inventory:
                 continue
             usages = self.report.provider_usages(uuid)
             if not any(usages.values()):

@@ -106,6 +106,9 @@ SCHEMA: dict[str, Any] = _obj(
                                 "physnet": {"type": "string", "minLength": 1},
                                 "netdev": {"type": "string", "minLength": 1},
                                 "traits": _STRS,
+                                "vf_vendor_id": _HEX4,
+                                "vf_product_id": _HEX4,
+                                "resource_class": {"type": "string", "minLength": 1},
                             },
                             ["address", "total_vfs"],
                         ),
@@ -304,6 +307,10 @@ class _Reader:
                     physnet=p.get("physnet"),
                     netdev=p.get("netdev"),
                     traits=frozenset(p.get("traits", [])),
+                    vf_vendor_id=p.get("vf_vendor_id", "").lower(),
+                    vf_product_id=p.get("vf_product_id", "").lower(),
+                    resource_class=p.get("resource_class"),
+                    spec_traits=frozenset(p.get("traits", [])),
                 )
             )
         gpus = []

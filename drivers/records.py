@@ -148,6 +148,13 @@ class SriovPF:
         physnet: the physical network from the device spec, or None.
         netdev: the PF's network interface name, or None.
         traits: extra traits (``HW_NIC_*``).
+        vf_vendor_id: the VFs' vendor id (4 hex digits), or "" when unknown.
+        vf_product_id: the VFs' product id (4 hex digits), or "" when unknown.
+        resource_class: the device spec's ``resource_class`` for the VFs, or
+            None (nova's PCI-in-placement class then is
+            ``CUSTOM_PCI_{VF VENDOR}_{VF PRODUCT}``).
+        spec_traits: the device spec's own ``traits`` (without ``HW_NIC_*``
+            the driver adds), for nova's PCI-in-placement providers.
     """
 
     address: str
@@ -157,6 +164,10 @@ class SriovPF:
     physnet: str | None = None
     netdev: str | None = None
     traits: frozenset[str] = frozenset()
+    vf_vendor_id: str = ""
+    vf_product_id: str = ""
+    resource_class: str | None = None
+    spec_traits: frozenset[str] = frozenset()
 
     @property
     def num_vfs(self) -> int:

@@ -11,6 +11,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "agent.commands.discover",
     "agent.commands.sync",
     "agent.commands.show",
+    "agent.commands.adopt",
     "agent.commands.placement_serve",
     "agent.commands.capture",
     "agent.commands.reshape",

@@ -22,7 +22,8 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from agent.layout import MANAGED_ROOT_TRAIT_PREFIXES, LayoutPolicy, apply_layout
+from agent.layout import LayoutPolicy, apply_layout
+from agent.node_traits import HARDWARE_PREFIXES
 from agent.nova_import.nodes import NodeImport
 from agent.nova_import.refusal import RowRefused
 from agent.provider_tree import ProviderTree
@@ -81,7 +82,7 @@ def node_tree(
     """
     name = node.nodename
     root_traits = frozenset(
-        t for t in held.data(name).traits if t.startswith(MANAGED_ROOT_TRAIT_PREFIXES)
+        t for t in held.data(name).traits if t.startswith(HARDWARE_PREFIXES)
     )
     tree = held.copy()
     apply_layout(tree, replace(node.resources, traits=root_traits), policy)

@@ -28,6 +28,7 @@ from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import session as ks_session
 
+from agent.placement import ks_errors
 from agent.placement.errors import (
     GenerationConflict,
     MicroversionTooLow,
@@ -318,26 +319,10 @@ class PlacementClient:
                 f"placement {method} {path}: no usable answer after {self.retries + 1} tries "
                 f"(last: {exc}); is Placement running and reachable at its endpoint?"
             ) from None
-        except ks_exc.EndpointNotFound as exc:
-            raise PlacementUnavailable(
-                f"no Placement endpoint found in the service catalog ({exc}); check "
-                "[placement] region_name, valid_interfaces or endpoint_override"
-            ) from None
-        except ks_exc.Unauthorized:
-            raise PlacementUnavailable(
-                f"placement {method} {path}: Keystone refused the agent's credentials (401): "
-                "check [placement] auth_url, username, password, project_name and the "
-                "domain options"
-            ) from None
-        except ks_exc.DiscoveryFailure as exc:
-            raise PlacementUnavailable(
-                f"placement {method} {path}: Keystone could not be reached or read at "
-                f"[placement] auth_url ({_no_secrets(exc)}); check auth_url and the network"
-            ) from None
         except ks_exc.ClientException as exc:
-            # other keystone failures; never log the token
+            # keystone authentication and catalog failures; never log the token
             raise PlacementUnavailable(
-                f"placement {method} {path}: {type(exc).__name__}: {_no_secrets(exc)}"
+                f"placement {method} {path}: {ks_errors.describe(exc, self.adapter)}"
             ) from None
         if resp.status_code >= 400:
             try:

@@ -70,6 +70,9 @@ def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
         opts.append(opt)
     opts += ks_loading.get_auth_common_conf_options()
     opts += ks_loading.get_adapter_conf_options(include_deprecated=False)
+    # nova/conf/utils.py register_ksa_opts / get_ksa_adapter_opts: nova's
+    # adapter defaults (valid_interfaces internal,public; its service type).
+    cfg.set_defaults(opts, valid_interfaces=["internal", "public"], service_type="placement")
     opts += AGENT_OPTS
     seen: set[str] = set()
     unique = []

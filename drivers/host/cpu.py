@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import os_traits
 
 from agent.exceptions import ConfigError
+from drivers.host.arch import arch_traits
 from drivers.host.cpuset import format_cpu_set, parse_cpulist
 from drivers.host.sysfs import Root, SysfsError, SysfsReader, as_reader
 
@@ -56,6 +57,11 @@ _VENDOR_PREFIX = {"GenuineIntel": "INTEL_", "AuthenticAMD": "AMD_"}
 # feature libvirt calls spec-ctrl (os-traits INTEL_SPEC_CTRL); the kernel
 # hides its own spec_ctrl flag and shows "ibrs" for it.
 _VENDOR_FLAG_ALIASES = {("GenuineIntel", "ibrs"): "INTEL_SPEC_CTRL"}
+# Flags that map to more than one os-traits name: the generic one and the
+# vendor-specific one, whatever the vendor_id says (nova/virt/libvirt/utils.py
+# CPU_TRAITS_MAPPING: 'vmx' -> HW_CPU_X86_VMX and HW_CPU_X86_INTEL_VMX,
+# 'svm' -> HW_CPU_X86_SVM and HW_CPU_X86_AMD_SVM).
+_FLAG_ALSO = {"vmx": ("INTEL_VMX",), "svm": ("AMD_SVM",)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +118,9 @@ def cpu_flag_traits(flags: Iterable[str], vendor: str = "") -> frozenset[str]:
             if candidate and _X86_PREFIX + candidate in _X86_TRAITS:
                 out.add(_X86_PREFIX + candidate)
                 break
+        out.update(
+            _X86_PREFIX + t for t in _FLAG_ALSO.get(flag, ()) if _X86_PREFIX + t in _X86_TRAITS
+        )
     return frozenset(out)
 
 
@@ -304,7 +313,8 @@ def discover_cpus(
 
     Returns:
         :class:`CpuInfo`. ``HW_CPU_HYPERTHREADING`` is set when a core has
-        more than one online thread. A missing /proc/cpuinfo gives no flag
+        more than one online thread; ``HW_ARCH_*`` from :mod:`drivers.host.arch`.
+        A missing /proc/cpuinfo gives no flag
         traits and a warning.
 
     Raises:
@@ -319,7 +329,7 @@ def discover_cpus(
     except SysfsError as exc:
         reader.skip(exc, "CPU feature traits")
         vendor, flags = "", ()
-    traits = set(cpu_flag_traits(flags, vendor))
+    traits = set(cpu_flag_traits(flags, vendor)) | arch_traits(vendor, flags)
     if topology.threads_per_core > 1:
         traits.add(os_traits.HW_CPU_HYPERTHREADING)
     return CpuInfo(topology, vcpus, pcpus, vendor, frozenset(traits))

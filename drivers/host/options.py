@@ -20,15 +20,6 @@ COMPUTE_OPTS: list[cfg.Opt] = [
         "cpu_dedicated_set. Unset, with cpu_dedicated_set unset too: every online "
         "CPU is a VCPU.",
     ),
-    cfg.StrOpt(
-        "instances_path",
-        default="$state_path/instances",
-        sample_default="$state_path/instances",
-        help="Directory holding instance disks. DISK_GB is the size of the file system "
-        "holding it (or holding its nearest existing parent, before the directory is "
-        "created). When that file system is NFS, CephFS, GlusterFS or Lustre, the "
-        "storage is shared and DISK_GB is not reported on the compute node.",
-    ),
     cfg.BoolOpt(
         "shared_storage",
         default=False,
@@ -38,10 +29,26 @@ COMPUTE_OPTS: list[cfg.Opt] = [
     ),
 ]
 
+DEFAULT_OPTS: list[cfg.Opt] = [
+    cfg.StrOpt(
+        "instances_path",
+        default="$state_path/instances",
+        sample_default="$state_path/instances",
+        deprecated_opts=[cfg.DeprecatedOpt("instances_path", group="compute")],
+        help="Nova's [DEFAULT] instances_path: the directory holding instance disks. "
+        "DISK_GB is the size of the file system holding it (or holding its nearest "
+        "existing parent, before the directory is created). When that file system is "
+        "NFS, CephFS, GlusterFS or Lustre, the storage is shared and DISK_GB is not "
+        "reported on the compute node. Also read from [compute] instances_path "
+        "(earlier agents).",
+    ),
+]
+
 PCI_OPTS: list[cfg.Opt] = [
     cfg.MultiStrOpt(
         "device_spec",
         default=[],
+        deprecated_opts=[cfg.DeprecatedOpt("passthrough_whitelist", group="pci")],
         help="PCI devices offered to instances, as in nova: a JSON object (or list of "
         "objects) per value, repeatable. Keys: vendor_id, product_id (hex or '*'), "
         "address ('[[[[domain]:]bus]:][slot][.[function]]' with '*' wildcards, or an "
@@ -82,4 +89,9 @@ HOST_OPTS: list[cfg.Opt] = [
 
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
     """The host driver's options by group (merged with the core's by agent.config)."""
-    return [("compute", COMPUTE_OPTS), ("pci", PCI_OPTS), (GROUP, HOST_OPTS)]
+    return [
+        ("DEFAULT", DEFAULT_OPTS),
+        ("compute", COMPUTE_OPTS),
+        ("pci", PCI_OPTS),
+        (GROUP, HOST_OPTS),
+    ]

@@ -23,7 +23,7 @@ class HostSettings:
         hotplug_debounce: ``[host_driver] hotplug_debounce``, seconds.
         dedicated: ``[compute] cpu_dedicated_set`` parsed, or None when unset.
         shared: ``[compute] cpu_shared_set`` parsed, or None when unset.
-        instances_path: ``[compute] instances_path``.
+        instances_path: ``[DEFAULT] instances_path``.
         shared_storage: ``[compute] shared_storage``.
         specs: ``[pci] device_spec`` parsed.
         enabled_mdev_types: ``[devices] enabled_mdev_types``.
@@ -66,7 +66,7 @@ def settings_from_conf(conf: cfg.ConfigOpts) -> HostSettings:
         hotplug_debounce=conf[GROUP].hotplug_debounce,
         dedicated=dedicated,
         shared=shared,
-        instances_path=conf.compute.instances_path,
+        instances_path=conf.instances_path,
         shared_storage=conf.compute.shared_storage,
         specs=parse_device_specs(conf.pci.device_spec),
         enabled_mdev_types=tuple(conf.devices.enabled_mdev_types),

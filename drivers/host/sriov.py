@@ -61,6 +61,7 @@ def discover_sriov(
         traits = {os_traits.HW_NIC_SRIOV, *spec.traits}
         if spec.trusted:
             traits.add(os_traits.HW_NIC_SRIOV_TRUSTED)
+        vf = functions.get(pf.vf_addresses[0]) if pf.vf_addresses else None
         out.append(
             SriovPF(
                 address=pf.address,
@@ -70,6 +71,10 @@ def discover_sriov(
                 physnet=spec.physical_network,
                 netdev=pf.netdevs[0] if pf.netdevs else None,
                 traits=frozenset(traits),
+                vf_vendor_id=vf.vendor_id if vf is not None else "",
+                vf_product_id=vf.product_id if vf is not None else "",
+                resource_class=spec.resource_class,
+                spec_traits=frozenset(spec.traits),
             )
         )
     return tuple(out)

@@ -47,6 +47,7 @@ from drivers.libvirt.nodedev import (
     parse_node_device,
 )
 from drivers.libvirt.options import GROUP
+from drivers.libvirt.reader import CapabilityTraits
 from drivers.libvirt.xmlutil import LibvirtXMLError, parse_xml
 from drivers.records import Flavor, HostResources, Instance, NumaCell, cells_mib
 
@@ -99,12 +100,14 @@ class LibvirtDriver(SingleNodeDriver):
         super().__init__(conf)
         opts = conf[GROUP]
         self.settings: HostSettings = settings_from_conf(conf)
-        if opts.capabilities_file and not opts.connection_uri.startswith("test:"):
-            raise ConfigError(
-                f"[{GROUP}] capabilities_file is only for replaying a host with libvirt's test "
-                f"driver, not with connection_uri {opts.connection_uri!r}; unset it"
-            )
+        for name in ("capabilities_file", "domain_capabilities_file"):
+            if opts[name] and not opts.connection_uri.startswith("test:"):
+                raise ConfigError(
+                    f"[{GROUP}] {name} is only for replaying a host with libvirt's test "
+                    f"driver, not with connection_uri {opts.connection_uri!r}; unset it"
+                )
         self.capabilities_file: str | None = opts.capabilities_file
+        self.capability_traits = CapabilityTraits(conf, self._warn)
         self.connection = connection or LibvirtConnection(
             opts.connection_uri,
             attempts=opts.reconnect_attempts,
@@ -117,6 +120,7 @@ class LibvirtDriver(SingleNodeDriver):
         # UUIDs of domains listed but not readable by the last list_instances.
         self._unreadable: set[str] = set()
         self.last: LibvirtHost | None = None
+        self._caps_text = ""
         self._warned: set[str] = set()
 
     # -- warnings ---------------------------------------------------------------
@@ -182,6 +186,7 @@ class LibvirtDriver(SingleNodeDriver):
             text = data.decode("utf-8", errors="replace")
         else:
             text = self.connection.call("virConnectGetCapabilities", conn.getCapabilities)
+        self._caps_text = text
         try:
             caps = parse_capabilities(text)
         except LibvirtXMLError as exc:
@@ -249,7 +254,8 @@ class LibvirtDriver(SingleNodeDriver):
             memory_mb=int(info[1]),
             disk_gb=disk.total_gb,
             shared_storage=disk.shared,
-            traits=cpu_traits(features, caps.vendor, threads),
+            traits=cpu_traits(features, caps.vendor, threads)
+            | self.capability_traits.read(self.connection, conn, caps.arch, self._caps_text),
             numa_cells=tuple(
                 NumaCell(
                     id=c.id,

@@ -47,6 +47,35 @@ LIBVIRT_OPTS: list[cfg.Opt] = [
         help="Longest wait, in seconds, between two connection attempts.",
     ),
     cfg.StrOpt(
+        "virt_type",
+        default="kvm",
+        choices=("kvm", "lxc", "qemu", "parallels"),
+        help="Nova's [libvirt] virt_type: the domain type whose domain capabilities "
+        "(virConnectGetDomainCapabilities) give the storage-bus, video-model, TPM and "
+        "secure-boot traits, and whose VIF models give COMPUTE_NET_VIF_MODEL_* "
+        "(docs/tree-shape.md, capability traits).",
+    ),
+    cfg.StrOpt(
+        "images_type",
+        default="default",
+        choices=("raw", "flat", "qcow2", "lvm", "rbd", "ploop", "default"),
+        help="Nova's [libvirt] images_type: with rbd or lvm and force_raw_images off, "
+        "COMPUTE_IMAGE_TYPE_QCOW2 is not reported (nova's rule).",
+    ),
+    cfg.BoolOpt(
+        "swtpm_enabled",
+        default=False,
+        help="Nova's [libvirt] swtpm_enabled: report COMPUTE_SECURITY_TPM_* for the TPM "
+        "models and versions libvirt's domain capabilities list.",
+    ),
+    cfg.StrOpt(
+        "domain_capabilities_file",
+        help="Read the domain capabilities from this file (a saved 'virsh "
+        "domcapabilities' document) instead of asking libvirt. Only allowed with a "
+        "'test:///' connection_uri (libvirt's test driver cannot answer "
+        "virConnectGetDomainCapabilities), to replay a captured host.",
+    ),
+    cfg.StrOpt(
         "capabilities_file",
         help="Read the host capabilities (NUMA cells, CPU model and features) from this "
         "file, a saved 'virsh capabilities' document, instead of asking libvirt. Only "
@@ -58,6 +87,25 @@ LIBVIRT_OPTS: list[cfg.Opt] = [
 ]
 
 
+DEFAULT_OPTS: list[cfg.Opt] = [
+    cfg.BoolOpt(
+        "force_raw_images",
+        default=True,
+        help="Nova's [DEFAULT] force_raw_images; read for COMPUTE_IMAGE_TYPE_QCOW2 "
+        "(see [libvirt] images_type).",
+    ),
+]
+
+COMPUTE_OPTS: list[cfg.Opt] = [
+    cfg.ListOpt(
+        "image_type_exclude_list",
+        default=[],
+        help="Nova's [compute] image_type_exclude_list: image formats (qcow2, raw, iso, "
+        "...) whose COMPUTE_IMAGE_TYPE_* trait is not reported even when supported.",
+    ),
+]
+
+
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
     """The libvirt driver's options by group (merged with the core's by agent.config)."""
-    return [(GROUP, LIBVIRT_OPTS)]
+    return [(GROUP, LIBVIRT_OPTS), ("DEFAULT", DEFAULT_OPTS), ("compute", COMPUTE_OPTS)]

@@ -48,7 +48,8 @@ def test_discover_this_machine_matches_psutil(tmp_path):
     assert inv["MEMORY_MB"]["total"] == psutil.virtual_memory().total // 2**20
     assert inv["MEMORY_MB"]["reserved"] == 512
     assert inv["DISK_GB"]["total"] == psutil.disk_usage(str(tmp_path)).total // 2**30
-    assert all(t.startswith("HW_CPU_") for t in set(root["traits"]) - {OWNER_TRAIT})
+    hardware = set(root["traits"]) - {OWNER_TRAIT, "COMPUTE_NODE"}
+    assert all(t.startswith(("HW_CPU_", "HW_ARCH_")) for t in hardware)
     assert doc["nodes"][0]["allocations"] == {}
 
 

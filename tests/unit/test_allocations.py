@@ -249,3 +249,28 @@ def test_numa_consumers_that_are_not_instances_take_room_on_their_cell():
     held = numa_held(tree, {"migration-uuid": migration})
     _, by_name = plan([a], policy=numa, held=held)
     assert set(by_name[a.uuid]) == {"cn_NUMA1"}  # 32 - 30 free on cell 0
+
+
+def test_pci_in_placement_devices_and_vfs_land_on_novas_providers():
+    """[pci] report_in_placement: the whole device and the VFs of a PF without physnet."""
+    pf = replace(HOST.sriov_pfs[0], vf_vendor_id="8086", vf_product_id="154c")
+    host = replace(HOST, sriov_pfs=(pf,))
+    policy = replace(POLICY, pci_in_placement=True)
+    _, got = plan([inst(1, pci_devices=("0000:86:00.0", VFS[0], VFS[1]))], host=host, policy=policy)
+    held = got[inst(1).uuid]
+    assert held["cn_0000:86:00.0"] == {"CUSTOM_PCI_8086_0A54": 1}
+    assert held["cn_0000:3B:00.0"] == {"CUSTOM_PCI_8086_154C": 2}
+    # With a physnet the PF keeps SRIOV_NET_VF (neutron ports), named as before.
+    with_physnet = replace(host, sriov_pfs=(replace(pf, physnet="physnet1"),))
+    _, got = plan([inst(1, pci_devices=(VFS[0],))], host=with_physnet, policy=policy)
+    assert got[inst(1).uuid]["cn_pci_0000_3b_00_0"] == {"SRIOV_NET_VF": 1}
+
+
+def test_vgpus_land_as_the_mdev_class_of_their_type():
+    policy = replace(
+        POLICY,
+        mdev_addresses=(("nvidia-35", ("0000:af:00.0",)),),
+        mdev_classes=(("nvidia-35", "CUSTOM_M60"),),
+    )
+    _, got = plan([inst(1, mdevs=(MDEV,))], policy=policy)
+    assert got[inst(1).uuid]["cn_pci_0000_af_00_0"] == {"CUSTOM_M60": 1}

@@ -49,7 +49,7 @@ def test_file_values_and_overrides(tmp_path):
         ("[DEFAULT]\nupdate_interval = 0\n", "[DEFAULT] update_interval"),
         ("[DEFAULT]\nupdate_interval = soon\n", "[DEFAULT] update_interval"),
         ("[DEFAULT]\nreserved_host_memory_mb = -1\n", "[DEFAULT] reserved_host_memory_mb"),
-        ("[DEFAULT]\ncpu_allocation_ratio = 0\n", "[DEFAULT] cpu_allocation_ratio"),
+        ("[DEFAULT]\ncpu_allocation_ratio = -1\n", "[DEFAULT] cpu_allocation_ratio"),
         ("[DEFAULT]\ninitial_ram_allocation_ratio = 0.0\n", "initial_ram_allocation_ratio"),
         ("[numa]\nmodel_in_placement = maybe\n", "[numa] model_in_placement"),
     ],

@@ -7,14 +7,9 @@ from dataclasses import replace
 
 import pytest
 
+from agent import ownership
 from agent.exceptions import ConfigError
-from agent.layout import (
-    OWNER_TRAIT,
-    LayoutPolicy,
-    apply_layout,
-    foreign_providers,
-    physnet_trait,
-)
+from agent.layout import OWNER_TRAIT, LayoutPolicy, apply_layout, physnet_trait
 from agent.provider_tree import ProviderTree, child_uuid
 from drivers.records import (
     Gpu,
@@ -94,7 +89,7 @@ def shape(tree: ProviderTree) -> dict[str, tuple[str | None, dict, set]]:
             rc: (i.total, i.reserved, i.max_unit, i.allocation_ratio)
             for rc, i in p.inventory.items()
         }
-        out[p.name] = (parent, inv, set(p.traits) - {OWNER_TRAIT})
+        out[p.name] = (parent, inv, set(p.traits) - {OWNER_TRAIT, "COMPUTE_NODE"})
     return out
 
 
@@ -133,7 +128,7 @@ def test_numa_tree_moves_cpu_memory_and_devices_under_cells():
     assert s["cn_NUMA0"] == (
         "cn",
         {"VCPU": (8, 1, 8, 4.0), "PCPU": (2, 0, 2, 1.0), "MEMORY_MB": (32768, 1024, 32768, 1.0)},
-        {"HW_NUMA_ROOT"},
+        {"HW_NUMA_ROOT", "HW_CPU_X86_AVX2"},  # the host's CPU traits too (node_traits)
     )
     assert s["cn_NUMA1"][1]["VCPU"] == (8, 0, 8, 4.0)  # reserved taken from cell 0 first
     assert s["cn_pci_0000_3b_00_0"][0] == "cn_NUMA1"
@@ -207,6 +202,7 @@ def test_operator_traits_on_root_are_kept_and_managed_ones_replaced():
         "CUSTOM_GOLD",
         "HW_CPU_X86_AVX2",
         "COMPUTE_ARCH_X86_64",
+        "COMPUTE_NODE",
         OWNER_TRAIT,
     }
 
@@ -276,9 +272,9 @@ def test_foreign_child_is_never_changed_or_removed_nor_its_parent():
     assert OWNER_TRAIT not in tree.data(bw).traits
     assert tree.data("cn_pci_0000_af_00_0").uuid == squatter
     assert set(tree.data(squatter).inventory) == {"CUSTOM_X"}
-    assert not tree.exists("cn_NUMA0") or tree.data("cn_NUMA0").uuid == tree.data(
-        squatter
-    ).parent_uuid
+    assert (
+        not tree.exists("cn_NUMA0") or tree.data("cn_NUMA0").uuid == tree.data(squatter).parent_uuid
+    )
     # Our own providers did move: the PF is under the compute node now.
     assert tree.data("cn_pci_0000_3b_00_0").parent_uuid == ROOT
 
@@ -289,7 +285,111 @@ def test_a_provider_with_the_derived_uuid_but_no_owner_trait_is_repaired():
     gpu = tree.data("cn_pci_0000_af_00_0").uuid
     tree.update_traits(gpu, [])
     tree.update_inventory(gpu, {})
-    assert foreign_providers(tree, ROOT) == []
+    assert ownership.foreign(tree, "cn", POLICY.owner_trait) == []
     apply_layout(tree, host(), POLICY)
-    assert OWNER_TRAIT in tree.data(gpu).traits
+    assert POLICY.owner_trait in tree.data(gpu).traits
     assert "VGPU" in tree.data(gpu).inventory
+
+def test_compute_node_carries_compute_node_and_a_configured_owner_trait():
+    tree = build(host(), replace(POLICY, owner_trait="CUSTOM_MY_AGENT"))
+    assert {"COMPUTE_NODE", "CUSTOM_MY_AGENT"} <= tree.data("cn").traits
+    assert all("CUSTOM_MY_AGENT" in p.traits for p in tree.all_data())
+    assert OWNER_TRAIT not in tree.data("cn_pci_0000_86_00_0").traits
+
+
+def test_status_disabled_and_operator_traits_on_root_are_never_touched():
+    t = build(host())
+    t.add_traits("cn", "COMPUTE_STATUS_DISABLED", "CUSTOM_GOLD", "COMPUTE_VOLUME_EXTEND")
+    build(host(), POLICY, t)
+    # A driver that reports no capability trait (host, fake) leaves them alone.
+    kept = {"COMPUTE_STATUS_DISABLED", "CUSTOM_GOLD", "COMPUTE_VOLUME_EXTEND"}
+    assert kept <= t.data("cn").traits
+    # One that does decides them all: one it no longer reports goes (nova's _get_traits).
+    libvirt_like = host(traits=host().traits | {"COMPUTE_NET_ATTACH_INTERFACE"})
+    build(libvirt_like, POLICY, t)
+    assert "COMPUTE_VOLUME_EXTEND" not in t.data("cn").traits
+    assert {"COMPUTE_STATUS_DISABLED", "COMPUTE_NET_ATTACH_INTERFACE"} <= t.data("cn").traits
+
+
+def test_a_tree_of_an_earlier_agent_is_taken_over():
+    """Upgrade path: CUSTOM_OWNER_COMPUTE_AGENT is recognised as ours and replaced."""
+    t = build(host(), replace(POLICY, owner_trait="CUSTOM_OWNER_COMPUTE_AGENT"))
+    uuids = {p.name: p.uuid for p in t.all_data()}
+    build(host(), POLICY, t)
+    assert {p.name: p.uuid for p in t.all_data()} == uuids
+    for p in t.all_data():
+        assert OWNER_TRAIT in p.traits and "CUSTOM_OWNER_COMPUTE_AGENT" not in p.traits
+
+
+def test_other_owners_children_are_left_alone():
+    t = build(host())
+    cyborg = t.new_child("cn_FPGA_0000:05:00.0", "cn")
+    t.update_inventory(cyborg, {"FPGA": {"total": 1}})
+    t.update_traits(cyborg, ["OWNER_CYBORG"])
+    build(host(), POLICY, t)
+    assert t.data(cyborg).traits == {"OWNER_CYBORG"}
+    assert set(t.data(cyborg).inventory) == {"FPGA"}
+
+
+def test_pci_in_placement_shape_is_novas():
+    """nova/compute/pci_placement_translator.py: {node}_{ADDRESS} under the root."""
+    vfs = vf_addresses("0000:af:00.0", 4, 16, 1)
+    nic = SriovPF(
+        "0000:af:00.0",
+        total_vfs=8,
+        vf_addresses=vfs,
+        numa_node=0,
+        traits=frozenset({"HW_NIC_SRIOV", "CUSTOM_FAST"}),
+        vf_vendor_id="15b3",
+        vf_product_id="101e",
+        spec_traits=frozenset({"CUSTOM_FAST"}),
+    )
+    h = host(sriov_pfs=(*host().sriov_pfs, nic), gpus=())
+    dev = PciDevice("0000:86:00.0", "10de", "1db4", traits=frozenset({"gold"}))
+    h = replace(h, pci_devices=(dev,))
+    s = shape(build(h, replace(POLICY, pci_in_placement=True, model_numa=True)))
+    assert s["cn_0000:86:00.0"] == (
+        "cn",
+        {"CUSTOM_PCI_10DE_1DB4": (1, 0, 1, 1.0)},
+        {"COMPUTE_MANAGED_PCI_DEVICE", "CUSTOM_GOLD"},
+    )
+    # VFs without a physnet: one provider named after the PF, the VFs' class.
+    assert s["cn_0000:AF:00.0"] == (
+        "cn",
+        {"CUSTOM_PCI_15B3_101E": (4, 0, 4, 1.0)},
+        {"COMPUTE_MANAGED_PCI_DEVICE", "CUSTOM_FAST"},
+    )
+    # A PF with a physnet keeps SRIOV_NET_VF for neutron ports, under its cell.
+    assert s["cn_pci_0000_3b_00_0"][0] == "cn_NUMA1"
+    assert s["cn_pci_0000_3b_00_0"][1] == {"SRIOV_NET_VF": (4, 0, 4, 1.0)}
+    assert "cn_pci_0000_86_00_0" not in s and "cn_pci_0000_af_00_0" not in s
+
+
+def test_mdev_max_instances_caps_a_type_over_all_gpus():
+    """nova _get_gpu_inventories: existing mdevs first, then GPUs in order while within."""
+    types = {"nvidia-35": MdevType("nvidia-35", "GRID M60-2Q", 4)}
+    gpus = (
+        Gpu("0000:5e:00.0", types, mdevs=(Mdev(MDEV, "nvidia-35", "0000:5e:00.0"),)),
+        Gpu("0000:af:00.0", types),
+        Gpu("0000:b0:00.0", types),
+    )
+    policy = replace(
+        POLICY, enabled_mdev_types=("nvidia-35",), mdev_max_instances=(("nvidia-35", 9),)
+    )
+    s = shape(build(host(gpus=gpus), policy))
+    assert s["cn_pci_0000_5e_00_0"][1] == {"VGPU": (5, 0, 5, 1.0)}  # 1 + 4: 5 of 9
+    assert s["cn_pci_0000_af_00_0"][1] == {"VGPU": (4, 0, 4, 1.0)}  # 9 of 9
+    assert "cn_pci_0000_b0_00_0" not in s  # 4 more would pass 9, and it has no mdev
+    unlimited = shape(build(host(gpus=gpus), replace(policy, mdev_max_instances=())))
+    assert unlimited["cn_pci_0000_b0_00_0"][1] == {"VGPU": (4, 0, 4, 1.0)}
+
+
+def test_a_moved_provider_keeps_its_uuid_even_a_random_one():
+    t = ProviderTree()
+    t.new_root("cn", ROOT)
+    nova_uuid = str(uuid.uuid4())  # nova chose it at random, not child_uuid()
+    t.new_child("cn_pci_0000_af_00_0", "cn", uuid=nova_uuid)
+    t.update_traits(nova_uuid, ["OWNER_NOVA"])
+    apply_layout(t, host(), replace(POLICY, model_numa=True))
+    assert t.data("cn_pci_0000_af_00_0").uuid == nova_uuid
+    assert t.data(nova_uuid).parent_uuid == t.data("cn_NUMA0").uuid

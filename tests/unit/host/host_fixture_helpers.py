@@ -13,8 +13,13 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sysfs"
 
 def make_conf(tmp_path: Path, fixture: str, **groups: dict[str, object]):
     overrides: dict[str, dict[str, object]] = {
-        "DEFAULT": {"host": "cn1", "state_path": str(tmp_path), "reserved_host_memory_mb": 0},
-        "compute": {"driver": "host", "instances_path": str(tmp_path / "instances")},
+        "DEFAULT": {
+            "host": "cn1",
+            "state_path": str(tmp_path),
+            "reserved_host_memory_mb": 0,
+            "instances_path": str(tmp_path / "instances"),
+        },
+        "compute": {"driver": "host"},
         "host_driver": {"sysfs_root": str(FIXTURES / fixture)},
     }
     for group, values in groups.items():
@@ -33,6 +38,6 @@ def tree_of(conf) -> dict[str, dict]:
         out[p.name] = {
             "parent": parent,
             "inv": {rc: inv.total for rc, inv in p.inventory.items()},
-            "traits": set(p.traits) - {OWNER_TRAIT},
+            "traits": set(p.traits) - {OWNER_TRAIT, "COMPUTE_NODE"},
         }
     return out

@@ -60,15 +60,17 @@ def test_two_socket_numa_and_cpu_sets(conf_for):
     )
     tree = tree_of(conf)
     assert tree["cn1"]["inv"] == {"DISK_GB": tree["cn1"]["inv"]["DISK_GB"]}
-    # node0: cpus 0-7,16-23 ; node1: 8-15,24-31
+    # node0: cpus 0-7,16-23 ; node1: 8-15,24-31; cells carry the host's CPU traits too.
+    cpu = {t for t in tree["cn1"]["traits"] if t.startswith("HW_CPU_")}
+    assert "HW_CPU_X86_AVX2" in cpu
     assert tree["cn1_NUMA0"] == {
         "parent": "cn1",
-        "traits": {"HW_NUMA_ROOT"},
+        "traits": {"HW_NUMA_ROOT"} | cpu,
         "inv": {"VCPU": 10, "PCPU": 6, "MEMORY_MB": 98_178_264 // 1024},
     }
     assert tree["cn1_NUMA1"] == {
         "parent": "cn1",
-        "traits": {"HW_NUMA_ROOT"},
+        "traits": {"HW_NUMA_ROOT"} | cpu,
         "inv": {"VCPU": 10, "PCPU": 5, "MEMORY_MB": 99_034_556 // 1024},
     }
     assert tree["cn1_pci_0000_d8_00_0"] == {
@@ -177,7 +179,7 @@ def test_nvidia_sriov_vgpu_and_shared_storage(conf_for):
     conf = conf_for(
         "nvidia-vgpu",
         devices={"enabled_mdev_types": ["nvidia-470"]},
-        compute={"instances_path": "/var/lib/nova/instances"},
+        DEFAULT={"instances_path": "/var/lib/nova/instances"},
         pci={"device_spec": ['{"vendor_id": "10de"}']},
     )
     tree = tree_of(conf)

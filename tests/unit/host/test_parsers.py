@@ -120,5 +120,23 @@ def test_options_registered_without_shadowing_default_host(tmp_path):
     conf = config.load([], {"DEFAULT": {"host": "cn9", "state_path": str(tmp_path)}})
     assert conf.host == "cn9"  # a [host] group would have shadowed this
     assert conf.host_driver.sysfs_root == "/"
-    assert conf.compute.instances_path == f"{tmp_path}/instances"
+    assert conf.instances_path == f"{tmp_path}/instances"
     assert conf.pci.device_spec == [] and conf.compute.shared_storage is False
+
+
+def test_virtualisation_flags_give_generic_and_vendor_traits_as_nova():
+    """nova/virt/libvirt/utils.py CPU_TRAITS_MAPPING: vmx and svm map to two traits each."""
+    assert cpu_flag_traits(["vmx"], "GenuineIntel") == {
+        "HW_CPU_X86_VMX",
+        "HW_CPU_X86_INTEL_VMX",
+    }
+    assert cpu_flag_traits(["svm"], "AuthenticAMD") == {"HW_CPU_X86_SVM", "HW_CPU_X86_AMD_SVM"}
+    assert cpu_flag_traits(["vmx"]) == {"HW_CPU_X86_VMX", "HW_CPU_X86_INTEL_VMX"}
+
+
+def test_arch_trait_from_cpuinfo():
+    from drivers.host.arch import arch_traits
+
+    assert arch_traits("GenuineIntel", ["fpu", "lm", "vmx"]) == {"HW_ARCH_X86_64"}
+    assert arch_traits("AuthenticAMD", ["fpu"]) == {"HW_ARCH_I686"}
+    assert arch_traits("", []) == frozenset()

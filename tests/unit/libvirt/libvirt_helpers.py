@@ -18,7 +18,7 @@ LIBVIRT = FIXTURES / "libvirt"
 SYSFS = FIXTURES / "sysfs"
 ROOT_UUID = "00000000-0000-0000-0000-0000000000c1"
 # The layout marks providers it made with an ownership trait; not hardware.
-OWNED = {t for t in (getattr(layout, "OWNER_TRAIT", None),) if t}
+OWNED = {layout.OWNER_TRAIT, "COMPUTE_NODE"}
 
 
 def uri(fixture: str) -> str:
@@ -29,8 +29,13 @@ def uri(fixture: str) -> str:
 def make_conf(tmp_path: Path, fixture: str | None, **groups: dict[str, object]):
     """A loaded configuration for ``fixture`` (its capabilities file when it has one)."""
     overrides: dict[str, dict[str, object]] = {
-        "DEFAULT": {"host": "cn1", "state_path": str(tmp_path), "reserved_host_memory_mb": 0},
-        "compute": {"driver": "libvirt", "instances_path": str(tmp_path / "instances")},
+        "DEFAULT": {
+            "host": "cn1",
+            "state_path": str(tmp_path),
+            "reserved_host_memory_mb": 0,
+            "instances_path": str(tmp_path / "instances"),
+        },
+        "compute": {"driver": "libvirt"},
         "libvirt": {"reconnect_attempts": 2, "reconnect_min_delay": 0.0},
     }
     if fixture is not None:
@@ -49,6 +54,15 @@ def laid_out(driver) -> ProviderTree:
     tree.new_root("cn1", ROOT_UUID)
     driver.update_provider_tree(tree, "cn1")
     return tree
+
+
+def hardware_view(view: dict[str, dict]) -> dict[str, dict]:
+    """``view`` with only hardware traits (``HW_*``, ``CUSTOM_*``): the host driver
+    cannot know the hypervisor's COMPUTE_* capability traits."""
+    return {
+        name: {**p, "traits": {t for t in p["traits"] if not t.startswith("COMPUTE_")}}
+        for name, p in view.items()
+    }
 
 
 def tree_view(tree: ProviderTree) -> dict[str, dict]:

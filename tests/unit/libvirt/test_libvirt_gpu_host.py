@@ -11,7 +11,14 @@ Capabilities come from ``capabilities.xml`` (see test_libvirt_numa_sriov.py).
 
 from __future__ import annotations
 
-from libvirt_helpers import SYSFS, allocations_by_name, laid_out, libvirt_driver, tree_view
+from libvirt_helpers import (
+    SYSFS,
+    allocations_by_name,
+    hardware_view,
+    laid_out,
+    libvirt_driver,
+    tree_view,
+)
 
 from agent import config
 from agent.discovery import discover_node
@@ -37,7 +44,8 @@ def test_every_provider(tmp_path):
         assert tree[cell] == {
             "parent": "cn1",
             "inv": {"VCPU": (20, 0, 20, 4.0), "MEMORY_MB": (mem, 0, mem, 1.0)},
-            "traits": {"HW_NUMA_ROOT"},
+            # the host's CPU traits on the cells too (agent.node_traits)
+            "traits": {"HW_NUMA_ROOT"} | {t for t in tree["cn1"]["traits"] if "_CPU_" in t},
         }
     # 86: two nvidia-35 mdevs + 14 available; 87: nvidia-35 is the first enabled type it has.
     for gpu in ("cn1_pci_0000_86_00_0", "cn1_pci_0000_87_00_0"):
@@ -86,8 +94,8 @@ def test_same_tree_as_host_driver(tmp_path):
                     "host": "cn1",
                     "state_path": str(tmp_path),
                     "reserved_host_memory_mb": 0,
+                    "instances_path": str(tmp_path / "instances"),
                 },
-                "compute": {"instances_path": str(tmp_path / "instances")},
                 "host_driver": {"sysfs_root": str(SYSFS / "gpu-host")},
                 **GROUPS,
             },
@@ -95,7 +103,8 @@ def test_same_tree_as_host_driver(tmp_path):
     )
     a = tree_view(discover_node(lv, "cn1", "00000000-0000-0000-0000-0000000000c1").tree)
     b = tree_view(discover_node(hd, "cn1", "00000000-0000-0000-0000-0000000000c1").tree)
-    assert a == b
+    assert hardware_view(a) == hardware_view(b)
+    assert "COMPUTE_VOLUME_EXTEND" in a["cn1"]["traits"]  # libvirt's capability traits
 
 
 def test_type_preference_and_records(tmp_path):
