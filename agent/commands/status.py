@@ -78,48 +78,54 @@ def run(args: argparse.Namespace) -> int:
         return STATUS_UNKNOWN
     max_age = args.max_age or conf.status_max_age or 3 * conf.update_interval
     age = record_age(record, time.time(), time.monotonic())
-    summary = record.get("summary", "")
-    # "ok" is true only for an ok cycle; records of older agents have no "status".
-    if record.get("ok"):
-        outcome = "ok"
-    else:
-        outcome = "degraded" if record.get("status") == "degraded" else "failed"
-    if outcome == "failed":
-        status, code = "FAILED", STATUS_FAILED
-    elif age > max_age:
-        status, code = "STALE", STATUS_STALE
-    elif outcome == "degraded":
-        status, code = "DEGRADED", STATUS_STALE
-    else:
-        status, code = "OK", STATUS_OK
+    status, code = _classify(record, age, max_age)
     if as_json:
         out.json(
             _document(status, code, record, age_seconds=round(age, 3), max_age_seconds=max_age)
         )
         return code
+    for line in _lines(status, record, age, max_age, Path(conf.state_path)):
+        out.print(line)
+    return code
+
+
+def _classify(record: dict[str, Any], age: float, max_age: float) -> tuple[str, int]:
+    """``(status word, exit code)`` of a stored cycle record (module docstring)."""
+    # "ok" is true only for an ok cycle; records of older agents have no "status".
+    if not record.get("ok") and record.get("status") != "degraded":
+        return "FAILED", STATUS_FAILED
+    if age > max_age:
+        return "STALE", STATUS_STALE
+    if not record.get("ok"):
+        return "DEGRADED", STATUS_STALE
+    return "OK", STATUS_OK
+
+
+def _lines(
+    status: str, record: dict[str, Any], age: float, max_age: float, state_path: Path
+) -> list[str]:
+    """What ``status`` prints for people: the head line, then one line per cause."""
+    summary = escape(record.get("summary", ""))
+    nodes = record.get("nodes", [])
     if status == "FAILED":
         fatal = " (fatal: the service stopped)" if record.get("fatal") else ""
-        out.print(f"FAILED{fatal}, {age:.0f} s ago: {escape(summary)}")
-        for node in record.get("nodes", []):
-            if not node.get("ok"):
-                name, error = str(node.get("nodename")), str(node.get("error"))
-                out.print(f"  {escape(name)}: {escape(error)}")
-    elif status == "STALE":
-        out.print(
-            f"STALE: last cycle finished {age:.0f} s ago (limit {max_age} s): {escape(summary)}"
-        )
-        cause = _state_dir_problem(Path(conf.state_path))
+        lines = [f"FAILED{fatal}, {age:.0f} s ago: {summary}"]
+        failed = [n for n in nodes if not n.get("ok")]
+        return lines + [f"  {escape(str(n.get('nodename')))}: {escape(str(n.get('error')))}"
+                        for n in failed]  # fmt: skip
+    if status == "STALE":
+        lines = [f"STALE: last cycle finished {age:.0f} s ago (limit {max_age} s): {summary}"]
+        cause = _state_dir_problem(state_path)
         if cause:
-            out.print(f"  {escape(cause)}: cycles may run but cannot be recorded")
-        out.print(f"  {escape(_process_state(record, age))}")
-    elif status == "DEGRADED":
-        out.print(f"DEGRADED, {age:.0f} s ago: {escape(summary)}")
-        for node in record.get("nodes", []):
-            for problem in node.get("problems", []):
-                out.print(f"  {escape(str(node.get('nodename')))}: {escape(str(problem))}")
-    else:
-        out.print(f"OK, {age:.0f} s ago: {escape(summary)}")
-    return code
+            lines.append(f"  {escape(cause)}: cycles may run but cannot be recorded")
+        return [*lines, f"  {escape(_process_state(record, age))}"]
+    if status == "DEGRADED":
+        return [f"DEGRADED, {age:.0f} s ago: {summary}"] + [
+            f"  {escape(str(n.get('nodename')))}: {escape(str(problem))}"
+            for n in nodes
+            for problem in n.get("problems", [])
+        ]
+    return [f"OK, {age:.0f} s ago: {summary}"]
 
 
 def _process_state(record: dict[str, Any], age: float) -> str:

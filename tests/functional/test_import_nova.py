@@ -453,7 +453,7 @@ def test_what_only_the_host_knows_is_kept(embedded, tmp_path, cell):
     res, _ = do_import(embedded, tmp_path, path, "--host", ids["cn1"])
     assert res.refusals == []
     traits = http_get(base, f"/resource_providers/{root}/traits")["traits"]
-    assert {"HW_CPU_X86_AVX2", "COMPUTE_NODE", "CUSTOM_OWNER_COMPUTE_AGENT"} <= set(traits)
+    assert {"HW_CPU_X86_AVX2", "COMPUTE_NODE", "OWNER_NOVA"} <= set(traits)  # [compute] owner_trait
     assert inventories(base, gpu) == gpu_before  # untouched
     assert "VCPU" in inventories(base, root)
     again, client = do_import(embedded, tmp_path, path, "--host", ids["cn1"])

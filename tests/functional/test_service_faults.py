@@ -147,8 +147,12 @@ def test_a_sysfs_file_broken_then_fixed_costs_one_cycle_and_no_traceback(
     conf = agent_config.load(
         [],
         {
-            "DEFAULT": {"state_path": str(tmp_path / "state"), "host": nodename},
-            "compute": {"driver": "host", "instances_path": str(tmp_path)},
+            "DEFAULT": {
+                "state_path": str(tmp_path / "state"),
+                "host": nodename,
+                "instances_path": str(tmp_path),
+            },
+            "compute": {"driver": "host"},
             "host_driver": {"sysfs_root": str(root)},
         },
     )
