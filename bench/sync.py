@@ -21,6 +21,7 @@ Run: ``make bench`` or ``.venv/bin/python bench/sync.py``.
 
 from __future__ import annotations
 
+import argparse
 import resource
 import tempfile
 import time
@@ -87,9 +88,13 @@ def bench_size(placement: EmbeddedPlacement, tmp: str, size: int) -> None:
     show("restart, no change", measure(restarted, again, nodename, size, 48))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Run the benchmark for each size (``--sizes 1 10`` to choose)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
+    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp, EmbeddedPlacement(f"{tmp}/placement") as placement:
-        for size in SIZES:
+        for size in args.sizes:
             bench_size(placement, tmp, size)
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS {peak_mib:.0f} MiB")

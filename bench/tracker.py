@@ -23,6 +23,7 @@ Run: ``make bench`` or ``.venv/bin/python bench/tracker.py``.
 
 from __future__ import annotations
 
+import argparse
 import resource
 import tempfile
 import time
@@ -158,10 +159,14 @@ def bench(placement: EmbeddedPlacement, tmp: Path, size: int, numa: bool) -> Non
     )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Run the benchmark for each size and shape (``--sizes 10 100`` to choose)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
+    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp, EmbeddedPlacement(f"{tmp}/placement") as placement:
         for numa in (False, True):
-            for size in SIZES:
+            for size in args.sizes:
                 bench(placement, Path(tmp), size, numa)
     print("summary:")
     print("\n".join(SUMMARY))

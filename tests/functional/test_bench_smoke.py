@@ -1,0 +1,47 @@
+"""Every benchmark still runs (at its smallest size), so ``make bench`` cannot break unseen.
+
+Not a timed test: no figure is asserted, only that each benchmark completes
+against real Placement and prints its figures (bench/tracker.py also checks
+its own targets in its summary line, which is read here).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+SMALLEST = {
+    "discover.py": ["--runs", "1"],
+    "provider_tree.py": [],
+    "reshape.py": ["--sizes", "3"],
+    "sync.py": ["--sizes", "1"],
+    "tracker.py": ["--sizes", "3"],
+}
+
+
+def test_every_benchmark_is_listed_here():
+    assert sorted(p.name for p in (REPO / "bench").glob("*.py")) == sorted(SMALLEST)
+
+
+@pytest.mark.parametrize("name", sorted(SMALLEST))
+def test_benchmark_runs(name):
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / name), *SMALLEST[name]],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "peak RSS" in done.stdout or "large fixture" in done.stdout, done.stdout[-2000:]
+    if name == "tracker.py":
+        summary = [line for line in done.stdout.splitlines() if "unchanged cycle" in line]
+        assert len(summary) == 2, done.stdout
+        for line in summary:  # "... 2 requests (target <= 2); DELETE healed in 1 cycle(s) ..."
+            used, target = line.split(" requests (target <= ")
+            assert int(used.split()[-1]) <= int(target.split(")")[0]), line
+            assert "healed in 1 cycle(s) warm, 1 after a restart" in line, line
