@@ -112,8 +112,7 @@ def render_tree(reports: Sequence[NodeReport], console: Output) -> None:
         for consumer in sorted(r.allocations):
             rec = r.allocations[consumer]
             branch = allocs.add(
-                f"[bold]{consumer}[/bold] [dim]project {rec.project_id} "
-                f"user {rec.user_id}[/dim]"
+                f"[bold]{consumer}[/bold] [dim]project {rec.project_id} user {rec.user_id}[/dim]"
             )
             for rp, alloc in rec.allocations.items():
                 name = r.tree.data(rp).name if r.tree.exists(rp) else rp

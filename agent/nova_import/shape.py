@@ -81,9 +81,7 @@ def node_tree(
         ConfigError: a ``reserved_host_*`` option exceeds the node's total.
     """
     name = node.nodename
-    root_traits = frozenset(
-        t for t in held.data(name).traits if t.startswith(HARDWARE_PREFIXES)
-    )
+    root_traits = frozenset(t for t in held.data(name).traits if t.startswith(HARDWARE_PREFIXES))
     tree = held.copy()
     apply_layout(tree, replace(node.resources, traits=root_traits), policy)
     _disk_max_unit(tree, node)

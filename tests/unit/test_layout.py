@@ -290,6 +290,7 @@ def test_a_provider_with_the_derived_uuid_but_no_owner_trait_is_repaired():
     assert POLICY.owner_trait in tree.data(gpu).traits
     assert "VGPU" in tree.data(gpu).inventory
 
+
 def test_compute_node_carries_compute_node_and_a_configured_owner_trait():
     tree = build(host(), replace(POLICY, owner_trait="CUSTOM_MY_AGENT"))
     assert {"COMPUTE_NODE", "CUSTOM_MY_AGENT"} <= tree.data("cn").traits
