@@ -61,6 +61,11 @@ def cpu_memory_providers(tree: ProviderTree, providers: Iterable[str]) -> set[st
     return {u for u in providers if CPU_MEMORY_CLASSES & set(tree.data(u).inventory)}
 
 
+def cpu_class(instance: Instance) -> str:
+    """``PCPU`` for an instance with dedicated CPUs, else ``VCPU`` (nova's flavor rule)."""
+    return "PCPU" if instance.pinned else "VCPU"
+
+
 def disk_gb(instance: Instance) -> int:
     """GiB of DISK_GB an instance uses: root (0 when booted from volume) + ephemeral + swap."""
     f = instance.flavor
@@ -151,7 +156,7 @@ class _Planner:
                         self.ledger.take(cid, rc, n)
 
     def flat(self, inst: Instance, res: Planned) -> None:
-        cpu_rc = "PCPU" if inst.pinned else "VCPU"
+        cpu_rc = cpu_class(inst)
         if inst.flavor.vcpus:
             res[self.root_uuid][cpu_rc] += inst.flavor.vcpus
         if inst.flavor.memory_mb:
@@ -160,7 +165,7 @@ class _Planner:
     def held_cells(self, inst: Instance) -> dict[int, dict[str, int]] | None:
         """The cells Placement holds ``inst``'s CPUs and memory on, if they carry its flavor."""
         assert self.ledger is not None
-        cpu_rc = "PCPU" if inst.pinned else "VCPU"
+        cpu_rc = cpu_class(inst)
         cells: dict[int, dict[str, int]] = {}
         for rp, amounts in self.held.get(inst.uuid, {}).items():
             cid = self.ledger.cell_of.get(rp)
@@ -190,7 +195,7 @@ class _Planner:
         """Pinned cells split evenly, else the whole instance on the most free cell."""
         ledger = self.ledger
         assert ledger is not None
-        cpu_rc = "PCPU" if inst.pinned else "VCPU"
+        cpu_rc = cpu_class(inst)
         cells = [c for c in inst.numa_cells if c in ledger.uuids]
         if len(cells) != len(inst.numa_cells):
             LOG.warning(

@@ -47,6 +47,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from agent.allocation_model import (
@@ -150,9 +151,13 @@ class AuditView:
     stored: dict[str, Any]
     reads: int = 0
 
-    @property
+    @cached_property
     def held(self) -> dict[str, ByProvider]:
-        """``{consumer: {provider: {rc: amount}}}`` on the node's owned providers."""
+        """``{consumer: {provider: {rc: amount}}}`` on the node's owned providers.
+
+        Computed once, after :meth:`AllocationAudit.refresh` has read: the
+        planner and :meth:`AllocationAudit.reconcile` both use it.
+        """
         return self.record.by_consumer(self.owned)
 
 

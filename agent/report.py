@@ -712,9 +712,8 @@ class ReportClient:
             GenerationConflict: still conflicting after the retries.
             Conflict: the allocation does not fit ("Unable to allocate inventory").
         """
-        self.edit_allocations(
-            consumer, lambda held: allocations.with_allocations(allocations.allocations)
-        )
+        # edit_allocations writes the generation it read, whatever ``allocations`` carries.
+        self.edit_allocations(consumer, lambda _held: allocations)
 
     def edit_allocations(
         self,

@@ -231,16 +231,18 @@ class PlacementClient:
             raise PlacementUnavailable(
                 f"placement {method} {path}: not sent, the agent is stopping"
             )
-        if self.deadline is not None and time.monotonic() >= self.deadline:
+        if self._past_deadline():
             raise PlacementUnavailable(
                 f"placement {method} {path}: not sent, the cycle's deadline passed "
                 "([DEFAULT] cycle_timeout); the next cycle carries on"
             )
 
+    def _past_deadline(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
     def _out_of_time(self, _state: tenacity.RetryCallState) -> bool:
-        return self.abort.is_set() or (
-            self.deadline is not None and time.monotonic() >= self.deadline
-        )
+        """tenacity's stop condition: no further try after SIGTERM or the deadline."""
+        return self.abort.is_set() or self._past_deadline()
 
     def total_requests(self) -> int:
         """Requests sent so far (each retry counts)."""
