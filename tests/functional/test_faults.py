@@ -1,6 +1,6 @@
 """Crash safety against real Placement: a kill at any instant converges, nothing is lost.
 
-Each case injects one fault (tests/functional/fault_helpers.py: the agent
+Each case injects one fault (tests/helpers/faults.py: the agent
 killed at a request as SIGKILL would, a removal answered 500, a state file
 lost or unwritable, a domain that cannot be read) and ends with the same
 check, read from Placement over plain HTTP: the node's providers are exactly
@@ -26,20 +26,9 @@ from agent.tracker import ResourceTracker
 from drivers.fake import FakeDriver
 from tests.conftest import make_conf
 from tests.functional.conftest import HEADERS, http_get
-from tests.functional.fault_helpers import Killed, any_write, fail_at, kill_at, matching
 from tests.functional.test_tracker import PROJECT, USER, Setup
-
-
-def names_by_uuid(base: str) -> dict[str, str]:
-    return {
-        p["uuid"]: p["name"] for p in http_get(base, "/resource_providers")["resource_providers"]
-    }
-
-
-def held(base: str, consumer: str) -> dict[str, dict[str, int]]:
-    names = names_by_uuid(base)
-    body = http_get(base, f"/allocations/{consumer}")["allocations"]
-    return {names[rp]: a["resources"] for rp, a in body.items()}
+from tests.helpers.faults import Killed, any_write, fail_at, kill_at, matching
+from tests.helpers.placement_http import held_by_name as held
 
 
 def foreign_consumer(s: Setup) -> tuple[str, dict]:

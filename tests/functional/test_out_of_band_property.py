@@ -22,7 +22,6 @@ from __future__ import annotations
 import tempfile
 import uuid as uuidlib
 from pathlib import Path
-from typing import Any
 
 import requests
 from hypothesis import HealthCheck, given, settings
@@ -31,14 +30,10 @@ from hypothesis import strategies as st
 from tests.functional.conftest import HEADERS, http_get
 from tests.functional.test_sync import unique
 from tests.functional.test_tracker import PROJECT, USER, Setup
+from tests.helpers.placement_http import call
 
 KINDS = ("delete", "empty", "rewrite", "move", "drop_devices", "trait_remove", "trait_add")
 OPERATOR_TRAIT = "CUSTOM_OPERATOR_MAINTENANCE_WINDOW"
-
-
-def call(base: str, method: str, path: str, body: Any = None) -> None:
-    resp = requests.request(method, base + path, headers=HEADERS, json=body, timeout=30)
-    assert resp.status_code < 400, f"{method} {path}: {resp.status_code} {resp.text}"
 
 
 def put_consumer(base: str, consumer: str, current: dict, per_rp: dict[str, dict[str, int]]):

@@ -15,7 +15,6 @@ import signal
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -29,6 +28,7 @@ from drivers.host import HostDriver
 from tests.conftest import EXAMPLES, REPO
 from tests.functional.test_service import agent, last_cycle, run_cli, wait_for, write_conf
 from tests.functional.test_sync import host_file, unique
+from tests.helpers.keystone import keystone
 
 FIXTURES = REPO / "tests" / "fixtures"
 
@@ -281,40 +281,20 @@ def test_placement_stopped_mid_cold_sync_then_back_converges(tmp_path, served):
         proc.wait(timeout=30)
 
 
-class RefusingKeystone(BaseHTTPRequestHandler):
-    """Keystone answering the password plugin with 401 (wrong password)."""
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers["Content-Length"]))
-        data = json.dumps(
-            {"error": {"code": 401, "title": "Unauthorized", "message": "The request you "
-             "have made requires authentication."}}
-        ).encode()  # fmt: skip
-        self.send_response(401)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args) -> None:
-        pass
-
-
 def test_keystone_refusing_the_credentials_is_named_with_the_options_to_fix(tmp_path):
-    keystone = ThreadingHTTPServer(("127.0.0.1", 0), RefusingKeystone)
-    threading.Thread(target=keystone.serve_forever, daemon=True).start()
+    server = keystone("401")
     try:
         conf = write_conf(
             tmp_path / "c.conf",
             tmp_path / "state",
             f"[placement]\nauth_type = v3password\n"
-            f"auth_url = http://127.0.0.1:{keystone.server_address[1]}/v3\n"
+            f"auth_url = http://127.0.0.1:{server.server_port}/identity\n"
             "username = compute-agent\npassword = wrong-secret-123\nproject_name = service\n"
             "user_domain_id = default\nproject_domain_id = default\nrequest_retries = 0",
         )
         done = run_cli("run", "--once", "--config", str(conf))
     finally:
-        keystone.shutdown()
+        server.shutdown()
     assert done.returncode == 1
     error = json.dumps(last_cycle(tmp_path / "state"))
     assert "refused the credentials (401)" in error and "keystone at" in error

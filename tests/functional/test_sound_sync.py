@@ -10,10 +10,8 @@ under a nodename of the test's own.
 from __future__ import annotations
 
 import uuid as uuidlib
-from typing import Any
 
 import pytest
-import requests
 
 from agent.provider_tree import ProviderTree
 from agent.report import ReportClient
@@ -21,20 +19,15 @@ from agent.state import StateStore
 from agent.tracker import ResourceTracker
 from drivers.fake import FakeDriver
 from drivers.records import Flavor, Instance
-from tests.functional.conftest import HEADERS, http_get
+from tests.functional.conftest import http_get
 from tests.functional.test_sync import unique
 from tests.functional.test_tracker import PROJECT, USER, Setup
+from tests.helpers.placement_http import call
 
 
 @pytest.fixture
 def setup(tmp_path, embedded) -> Setup:
     return Setup(tmp_path, embedded)
-
-
-def call(base: str, method: str, path: str, body: Any = None, expect: int = 200) -> Any:
-    resp = requests.request(method, base + path, headers=HEADERS, json=body, timeout=30)
-    assert resp.status_code == expect, f"{method} {path}: {resp.status_code} {resp.text}"
-    return resp.json() if resp.content else None
 
 
 def generation(base: str, uuid: str) -> int:

@@ -1,0 +1,1 @@
+"""Helpers shared by test modules (test modules do not import each other's helpers)."""

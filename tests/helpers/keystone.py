@@ -1,0 +1,68 @@
+"""A keystone stand-in on loopback (Identity API v3 as keystoneauth's password plugin talks to it).
+
+It answers version discovery and ``POST /v3/auth/tokens``: 401 with keystone's
+error body (``mode="401"``), or 201 with ``X-Subject-Token`` and a token whose
+catalog has no placement endpoint (``mode="catalog"``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tests.functional.conftest import free_port
+
+
+def keystone(mode: str) -> ThreadingHTTPServer:
+    """A keystone stand-in: ``mode`` ``401`` refuses the credentials, ``catalog`` has none."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def reply(self, status: int, body: dict, headers: dict | None = None) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            base = f"http://127.0.0.1:{self.server.server_port}/identity/v3/"
+            version = {"id": "v3.14", "status": "stable", "links": [{"rel": "self", "href": base}]}
+            if self.path.rstrip("/").endswith("/v3"):
+                self.reply(200, {"version": version})
+            else:
+                self.reply(300, {"versions": {"values": [version]}})
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            if mode == "401":
+                error = {"code": 401, "title": "Unauthorized", "message": "bad password"}
+                self.reply(401, {"error": error})
+                return
+            token = {
+                "methods": ["password"],
+                "expires_at": "2099-01-01T00:00:00.000000Z",
+                "user": {"id": "u", "name": "placement", "domain": {"id": "default"}},
+                "project": {"id": "p", "name": "service", "domain": {"id": "default"}},
+                "roles": [{"id": "r", "name": "service"}],
+                "catalog": [
+                    {
+                        "type": "compute",
+                        "name": "nova",
+                        "endpoints": [
+                            {"interface": "public", "region": "RegionOne", "url": "http://n/"}
+                        ],
+                    }
+                ],
+            }
+            self.reply(201, {"token": token}, {"X-Subject-Token": "tok"})
+
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
