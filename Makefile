@@ -4,12 +4,12 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SHARE  := $(VENV)/share
-# Generated from the argparse definitions (agent/cli.py, agent/commands/): shell
+# Generated from the argparse definitions (agent/cli/main.py, agent/cli/commands/): shell
 # completion (shtab) and the man page (argparse-manpage). A test checks both.
 BASH_COMPLETION := $(SHARE)/bash-completion/completions/compute-agent
 ZSH_COMPLETION  := $(SHARE)/zsh/site-functions/_compute-agent
 MANPAGE         := $(SHARE)/man/man1/compute-agent.1
-CLI_SOURCES     := agent/cli.py $(wildcard agent/commands/*.py)
+CLI_SOURCES     := agent/cli/main.py $(wildcard agent/cli/commands/*.py)
 
 .PHONY: install run test lint bench clean sample-config corpus
 
@@ -37,7 +37,7 @@ $(ZSH_COMPLETION): $(STAMP) $(CLI_SOURCES)
 
 $(MANPAGE): $(STAMP) $(CLI_SOURCES)
 	mkdir -p $(@D)
-	$(BIN)/argparse-manpage --module agent.cli --function build_parser --prog compute-agent \
+	$(BIN)/argparse-manpage --module agent.cli.main --function build_parser --prog compute-agent \
 	    --project-name compute-agent --version "$$($(BIN)/python -c 'import agent; print(agent.__version__)')" \
 	    --manual-title "compute-agent manual" \
 	    --description "keeps OpenStack Placement in step with this hypervisor" --output $@

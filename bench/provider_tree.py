@@ -9,8 +9,8 @@ import resource
 import time
 import uuid
 
-from agent.provider_tree import ProviderTree
-from agent.tree_diff import diff_trees
+from agent.model.provider_tree import ProviderTree
+from agent.model.tree_diff import diff_trees
 
 N = 10_000
 ROOT = str(uuid.UUID(int=1))

@@ -4,7 +4,7 @@ Each size gets its own compute node in the embedded Placement (the real
 openstack-placement application on SQLite, in-process): a flat tree, one
 instance per consumer allocated on the compute node (half pinned to a NUMA
 cell, half unpinned), then ``[numa] model_in_placement`` turned on and
-:func:`agent.reshape.reshape_node` timed. Every consumer's VCPU and
+:func:`agent.tracker.reshape.reshape_node` timed. Every consumer's VCPU and
 MEMORY_MB move, so the reshape carries all of them.
 
 Printed per size: seconds in total; seconds inside Placement's WSGI
@@ -28,12 +28,12 @@ from typing import Any
 
 from wsgi_intercept.interceptor import RequestsInterceptor
 
-from agent import config as agent_config
-from agent.embedded import NOAUTH_HEADERS, placement_app
+from agent.conf import config as agent_config
 from agent.placement.client import PlacementClient
-from agent.report import ReportClient
-from agent.reshape import reshape_node
-from agent.state import StateStore
+from agent.placement.embedded import NOAUTH_HEADERS, placement_app
+from agent.placement.report import ReportClient
+from agent.state.store import StateStore
+from agent.tracker.reshape import reshape_node
 from drivers.fake import FakeDriver
 
 SIZES = (100, 1_000, 10_000)

@@ -27,11 +27,11 @@ import tempfile
 import time
 from collections import Counter
 
-from agent.embedded import EmbeddedPlacement
+from agent.model.provider_tree import ProviderTree
 from agent.placement.client import PlacementClient
-from agent.provider_tree import ProviderTree
-from agent.report import ReportClient
-from agent.state import StateStore
+from agent.placement.embedded import EmbeddedPlacement
+from agent.placement.report import ReportClient
+from agent.state.store import StateStore
 
 SIZES = (1, 10, 100, 1_000)
 

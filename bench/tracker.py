@@ -8,7 +8,7 @@ requests by method and path, seconds, allocations written and removed:
 - start-up on an empty Placement (providers created, every allocation written),
 - the next cycle (re-reads the providers whose generations its own writes moved),
 - a steady cycle: target 1 + (providers that hold instance CPU and memory),
-  so 1 + 1 flat and 1 + 2 with the two NUMA cells (agent.audit),
+  so 1 + 1 flat and 1 + 2 with the two NUMA cells (agent.tracker.audit),
 - a cycle after one instance was spawned behind the agent's back (healed),
 - a cycle after one instance was destroyed (its allocation removed),
 - heal latency: ``DELETE /allocations/{consumer}`` behind a warm agent's
@@ -33,11 +33,11 @@ from pathlib import Path
 
 import yaml
 
-from agent import config
-from agent.embedded import EmbeddedPlacement
-from agent.report import ReportClient
-from agent.state import StateStore
-from agent.tracker import ResourceTracker
+from agent.conf import config
+from agent.placement.embedded import EmbeddedPlacement
+from agent.placement.report import ReportClient
+from agent.state.store import StateStore
+from agent.tracker.cycle import ResourceTracker
 from drivers.fake import FakeDriver
 from drivers.records import Flavor, Instance
 

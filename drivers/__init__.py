@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from agent.exceptions import ConfigError
+from agent.model.exceptions import ConfigError
 
 if TYPE_CHECKING:
     from oslo_config import cfg

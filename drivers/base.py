@@ -3,7 +3,7 @@
 Contract (DESIGN.md, reshape-provider-tree.txt): a driver reports the nodes
 it manages, the hardware of each as plain records, and the instances on
 each. ``update_provider_tree`` edits a :class:`ProviderTree` in place; the
-shape itself is decided by :mod:`agent.layout`, shared by every driver, so
+shape itself is decided by :mod:`agent.shape.layout`, shared by every driver, so
 switching drivers over the same hardware changes nothing in Placement.
 """
 
@@ -16,12 +16,12 @@ from typing import Any
 
 from oslo_config import cfg
 
-from agent.allocation_model import ByProvider, ConsumerAllocations
-from agent.allocations import plan_allocations
-from agent.exceptions import ConfigError, ReshapeNeeded
-from agent.layout import LayoutPolicy, apply_layout, desired_providers, policy_from_conf
-from agent.provider_tree import ProviderTree
-from agent.reshape import describe_moves, find_moves, reshape_allocations
+from agent.model.allocations import ByProvider, ConsumerAllocations
+from agent.model.exceptions import ConfigError, ReshapeNeeded
+from agent.model.provider_tree import ProviderTree
+from agent.shape.layout import LayoutPolicy, apply_layout, desired_providers, policy_from_conf
+from agent.shape.planning import plan_allocations
+from agent.tracker.reshape import describe_moves, find_moves, reshape_allocations
 from drivers.records import (
     REASON_NO_VFS,
     REASON_OFFERED,
@@ -47,7 +47,7 @@ class ComputeDriver(abc.ABC):
         # must see the same hardware, and discovery (sysfs, libvirt) is not free.
         self._laid_out: dict[str, HostResources] = {}
         # Per node, how the last reshape placed each moved consumer ("driver" or
-        # "rule"), for the reshape report (agent.reshape.ReshapeOutcome.placed_by).
+        # "rule"), for the reshape report (agent.tracker.reshape.ReshapeOutcome.placed_by).
         self.reshape_placement: dict[str, dict[str, str]] = {}
 
     @abc.abstractmethod
@@ -92,12 +92,12 @@ class ComputeDriver(abc.ABC):
     ) -> None:
         """Edit ``provider_tree`` in place to show what ``nodename`` has now.
 
-        The shape comes from :func:`agent.layout.apply_layout`. Whether a
+        The shape comes from :func:`agent.shape.layout.apply_layout`. Whether a
         reshape is needed is decided from the tree passed in (what Placement
-        holds) by :func:`agent.reshape.find_moves`: a resource class leaving
+        holds) by :func:`agent.tracker.reshape.find_moves`: a resource class leaving
         one provider of the tree for another, or renamed. With allocations,
         each consumer's amounts of the moving classes are moved by
-        :func:`agent.reshape.reshape_allocations`: instances this driver
+        :func:`agent.tracker.reshape.reshape_allocations`: instances this driver
         knows as :meth:`expected_allocations` says, other consumers by the
         documented rule (docs/reshape.md). Every driver inherits this.
 
@@ -240,7 +240,7 @@ class ComputeDriver(abc.ABC):
         ``provider_tree`` must already have been through
         :meth:`update_provider_tree`; the hardware that call laid out is used
         again rather than discovered a second time. See
-        :func:`agent.allocations.plan_allocations`.
+        :func:`agent.shape.planning.plan_allocations`.
 
         Args:
             held: what Placement holds on the node's CPU and memory providers,

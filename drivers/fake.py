@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from oslo_config import cfg
 
-from agent.exceptions import ConfigError, HostDescriptionError
+from agent.model.exceptions import ConfigError, HostDescriptionError
 from drivers.base import ComputeDriver
 from drivers.fake_host import FakeNode, check_instances, load_host_description
 from drivers.records import Gpu, HostResources, Instance, PciDevice, SriovPF, normalize_pci_address
 
 if TYPE_CHECKING:
-    from agent.tracker import ResourceTracker
+    from agent.tracker.cycle import ResourceTracker
 
 
 class FakeDriver(ComputeDriver):

@@ -19,7 +19,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from agent.exceptions import HostDescriptionError
+from agent.model.exceptions import HostDescriptionError
 from drivers.records import (
     Flavor,
     Gpu,

@@ -1,8 +1,8 @@
 """Plain records that drivers produce: what a host has and what runs on it.
 
 Drivers (fake, host sysfs, libvirt) fill these in and know nothing of
-Placement; ``agent.layout`` alone turns them into resource providers and
-``agent.allocations`` into allocations (DESIGN.md: "discovery produces plain
+Placement; ``agent.shape.layout`` alone turns them into resource providers and
+``agent.shape.planning`` into allocations (DESIGN.md: "discovery produces plain
 data; one place turns data into providers").
 
 Units: memory in MiB, disk in GiB (``swap_mb`` in MiB as flavors give it),

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from oslo_config import cfg
 
-from agent import config as agent_config
+from agent.conf import config as agent_config
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"

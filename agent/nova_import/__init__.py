@@ -11,7 +11,7 @@ nova cell database and an empty or stale Placement:
   into the plain records drivers produce (``drivers.records``), so the
   agent's own layout and allocation planner decide the tree and allocations;
 - :mod:`~agent.nova_import.shape`: one node's tree (the agent's layout plus nova's extras);
-- :mod:`~agent.nova_import.flow`: the import through :class:`agent.report.ReportClient`;
+- :mod:`~agent.nova_import.flow`: the import through :class:`agent.placement.report.ReportClient`;
 - :mod:`~agent.nova_import.render`: dry-run diff and summary lines.
 
 docs/import-nova.md maps every column.

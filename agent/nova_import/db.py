@@ -20,7 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine, make_url
 
-from agent.exceptions import ConfigError
+from agent.model.exceptions import ConfigError
 
 Row = Mapping[str, Any]
 

@@ -4,12 +4,13 @@ Per compute node (compute-node-inventory.rst, steps 2-4): the root provider
 gets ``compute_nodes.uuid`` (a row without one keeps the provider Placement
 already has under the node's name, else a new random UUID: the spec's step 2),
 then :func:`agent.nova_import.shape.node_tree` lays the tree out from the
-node's records (the agent's layout) and :meth:`agent.report.ReportClient.update_from_provider_tree`
+node's records (the agent's layout) and
+:meth:`agent.placement.report.ReportClient.update_from_provider_tree`
 writes what differs. Then every consumer's allocations
 (resource-providers-allocations.txt) are planned by
-:func:`agent.allocations.plan_allocations` and written with
-:meth:`~agent.report.ReportClient.edit_allocations` and
-:func:`~agent.allocation_model.merge_ours`: parts on providers the import
+:func:`agent.shape.planning.plan_allocations` and written with
+:meth:`~agent.placement.report.ReportClient.edit_allocations` and
+:func:`~agent.model.allocations.merge_ours`: parts on providers the import
 does not lay out are kept. Nothing that already matches is written, so a
 second run writes nothing. A dry run reads the same and writes nothing.
 """
@@ -20,10 +21,10 @@ import uuid as uuidlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from agent.allocation_model import ConsumerAllocations, by_consumer, merge_ours
-from agent.allocations import cpu_memory_providers, plan_allocations
-from agent.exceptions import AgentError, ConfigError
-from agent.layout import OWNER_TRAIT, LayoutPolicy
+from agent.model.allocations import ConsumerAllocations, by_consumer, merge_ours
+from agent.model.exceptions import AgentError, ConfigError
+from agent.model.provider_tree import ProviderTree
+from agent.model.tree_diff import diff_trees
 from agent.nova_import.instances import Consumers
 from agent.nova_import.nodes import NodeImport
 from agent.nova_import.refusal import Refusal, RowRefused
@@ -31,9 +32,9 @@ from agent.nova_import.render import allocation_line, tree_lines
 from agent.nova_import.shape import node_tree
 from agent.nova_import.stale import GoneLookup, held_on, remove_gone
 from agent.placement.errors import PlacementError
-from agent.provider_tree import ProviderTree
-from agent.report import ReportClient, RootConflict
-from agent.tree_diff import diff_trees
+from agent.placement.report import ReportClient, RootConflict
+from agent.shape.layout import OWNER_TRAIT, LayoutPolicy
+from agent.shape.planning import cpu_memory_providers, plan_allocations
 
 
 @dataclass(slots=True)
@@ -223,7 +224,7 @@ def plan_node(
     name = laid.node.nodename
     held = None
     if laid.policy.model_numa:
-        # Sticky NUMA placement (agent.allocations): what Placement holds stays if it fits.
+        # Sticky NUMA placement (agent.shape.planning): what Placement holds stays if it fits.
         cpu_memory = cpu_memory_providers(laid.tree, laid.owned)
         cells = [u for u in cpu_memory if _in_placement(laid.held, u)]
         held = by_consumer({u: report.provider_allocations(u) for u in cells})

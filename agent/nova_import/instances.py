@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from agent.allocation_model import INSTANCE, MIGRATION
+from agent.model.allocations import INSTANCE, MIGRATION
 from agent.nova_import.db import CellRows
 from agent.nova_import.novajson import FlavorColumn, flavor_column, instance_numa
 from agent.nova_import.refusal import Refusal, RowRefused

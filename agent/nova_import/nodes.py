@@ -11,7 +11,7 @@ Mapping (compute-node-inventory.rst, "Alignment of database schema" and 4a-4d):
   (``resource_class`` tag) or ``CUSTOM_PCI_{VENDOR}_{PRODUCT}``; ``type-VF``
   rows grouped under their PF (``parent_addr``) as SRIOV_NET_VF (4c).
 
-The tree itself is laid out by :func:`agent.layout.apply_layout`, as for
+The tree itself is laid out by :func:`agent.shape.layout.apply_layout`, as for
 any driver.
 """
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.exceptions import AgentError
+from agent.model.exceptions import AgentError
 
 
 class RowRefused(AgentError):

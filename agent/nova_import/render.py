@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent.allocation_model import ConsumerAllocations
-from agent.provider_tree import ProviderTree
-from agent.resources import inventory_body
-from agent.tree_diff import TreeDiff
+from agent.model.allocations import ConsumerAllocations
+from agent.model.provider_tree import ProviderTree
+from agent.model.resources import inventory_body
+from agent.model.tree_diff import TreeDiff
 
 if TYPE_CHECKING:
     from agent.nova_import.flow import ImportResult

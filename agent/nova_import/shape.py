@@ -1,6 +1,6 @@
 """One compute node's tree as the import writes it: the agent's layout, then nova's extras.
 
-:func:`agent.layout.apply_layout` decides the shape from the node's records,
+:func:`agent.shape.layout.apply_layout` decides the shape from the node's records,
 as it does for every driver. The import adds what only nova's row knows and
 keeps what only the host knows:
 
@@ -22,12 +22,12 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from agent.layout import LayoutPolicy, apply_layout
-from agent.node_traits import HARDWARE_PREFIXES
+from agent.model.provider_tree import ProviderTree
 from agent.nova_import.nodes import NodeImport
 from agent.nova_import.refusal import RowRefused
-from agent.provider_tree import ProviderTree
-from agent.reshape import describe_moves, find_moves
+from agent.shape.layout import LayoutPolicy, apply_layout
+from agent.shape.node_traits import HARDWARE_PREFIXES
+from agent.tracker.reshape import describe_moves, find_moves
 
 LOG = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from agent.allocation_model import ConsumerAllocations
+from agent.model.allocations import ConsumerAllocations
 from agent.nova_import.refusal import Refusal
 from agent.placement.errors import PlacementError
-from agent.report import ReportClient
+from agent.placement.report import ReportClient
 
 GoneLookup = Callable[[set[str]], Mapping[str, str]]
 """``{consumer UUID}`` -> ``{consumer UUID: why nova says it is gone}`` (nova's database)."""

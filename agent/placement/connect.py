@@ -7,8 +7,8 @@ from contextlib import contextmanager
 
 from oslo_config import cfg
 
-from agent.embedded import EmbeddedPlacement
 from agent.placement.client import PlacementClient
+from agent.placement.embedded import EmbeddedPlacement
 from agent.placement.options import is_embedded
 from agent.placement.session import client_from_conf
 

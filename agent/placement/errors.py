@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.exceptions import AgentError
+from agent.model.exceptions import AgentError
 
 CODE_CONCURRENT_UPDATE = "placement.concurrent_update"
 CODE_INVENTORY_IN_USE = "placement.inventory.inuse"

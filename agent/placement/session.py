@@ -5,7 +5,7 @@ from __future__ import annotations
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
-from agent.exceptions import ConfigError
+from agent.model.exceptions import ConfigError
 from agent.placement.client import PlacementClient
 from agent.placement.options import GROUP
 

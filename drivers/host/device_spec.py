@@ -28,8 +28,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from agent.exceptions import ConfigError
-from agent.names import resource_class_name, trait_name
+from agent.model.exceptions import ConfigError
+from agent.model.names import resource_class_name, trait_name
 from drivers.host.pci import PciFunction
 
 _ID_RE = re.compile(r"^(\*|[0-9a-fA-F]{1,4})$")

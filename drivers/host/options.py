@@ -88,7 +88,7 @@ HOST_OPTS: list[cfg.Opt] = [
 
 
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
-    """The host driver's options by group (merged with the core's by agent.config)."""
+    """The host driver's options by group (merged with the core's by agent.conf.config)."""
     return [
         ("DEFAULT", DEFAULT_OPTS),
         ("compute", COMPUTE_OPTS),

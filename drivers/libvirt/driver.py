@@ -4,7 +4,7 @@ The hardware half follows the host driver's rules (CPU sets, ``[pci]
 device_spec``, mdev type selection, DISK_GB from ``instances_path``) on
 libvirt's data, so the same hardware gives the same tree with either driver
 (DESIGN.md). The instance half turns each domain, running or not, into an
-:class:`~drivers.records.Instance`; :mod:`agent.allocations` turns those into
+:class:`~drivers.records.Instance`; :mod:`agent.shape.planning` turns those into
 allocations.
 """
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import libvirt
 from oslo_config import cfg
 
-from agent.exceptions import ConfigError
+from agent.model.exceptions import ConfigError
 from drivers.base import SingleNodeDriver
 from drivers.host.cpu import split_cpus
 from drivers.host.disk import discover_disk

@@ -107,5 +107,5 @@ COMPUTE_OPTS: list[cfg.Opt] = [
 
 
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
-    """The libvirt driver's options by group (merged with the core's by agent.config)."""
+    """The libvirt driver's options by group (merged with the core's by agent.conf.config)."""
     return [(GROUP, LIBVIRT_OPTS), ("DEFAULT", DEFAULT_OPTS), ("compute", COMPUTE_OPTS)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from agent.exceptions import AgentError
+from agent.model.exceptions import AgentError
 
 
 class LibvirtXMLError(AgentError):

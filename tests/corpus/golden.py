@@ -19,7 +19,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from agent import cli
+from agent.cli import main as cli
 from tests.corpus.build import Host, build
 
 NODENAME = "cn1"

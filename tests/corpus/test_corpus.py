@@ -25,8 +25,8 @@ from typing import Any
 import libvirt
 import pytest
 
-from agent import config as agent_config
-from agent.exceptions import ConfigError
+from agent.conf import config as agent_config
+from agent.model.exceptions import ConfigError
 from drivers.host.capture import capture
 from drivers.host.device_spec import parse_device_specs
 from drivers.host.discovery import Discovery, discover_host

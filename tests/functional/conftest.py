@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from agent.embedded import EmbeddedPlacement
+from agent.placement.embedded import EmbeddedPlacement
 from tests.conftest import REPO
 
 HEADERS = {
@@ -57,7 +57,7 @@ class ServedPlacement:
             [
                 sys.executable,
                 "-m",
-                "agent.cli",
+                "agent.cli.main",
                 "placement-serve",
                 "--config",
                 str(self.conf),

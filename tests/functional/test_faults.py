@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 import requests
 
-from agent.discovery import discover_node
-from agent.layout import OWNER_TRAIT
-from agent.report import ReportClient
-from agent.state import CONSUMERS_COPY, CONSUMERS_FILE, StateStore
-from agent.tracker import ResourceTracker
+from agent.placement.report import ReportClient
+from agent.shape.layout import OWNER_TRAIT
+from agent.state.store import CONSUMERS_COPY, CONSUMERS_FILE, StateStore
+from agent.tracker.cycle import ResourceTracker
+from agent.tracker.discovery import discover_node
 from drivers.fake import FakeDriver
 from tests.conftest import make_conf
 from tests.functional.conftest import HEADERS, http_get

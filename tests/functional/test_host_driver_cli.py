@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 
-from agent.layout import OWNER_TRAIT
+from agent.shape.layout import OWNER_TRAIT
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs"
 
@@ -24,7 +24,7 @@ def run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
             f"[compute]\ninstances_path = {tmp_path}/instances\n"
         )
     return subprocess.run(
-        [sys.executable, "-m", "agent.cli", *args[:1], "--config", str(conf), *args[1:]],
+        [sys.executable, "-m", "agent.cli.main", *args[:1], "--config", str(conf), *args[1:]],
         capture_output=True,
         text=True,
         check=False,

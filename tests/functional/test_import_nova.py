@@ -13,13 +13,13 @@ import uuid as uuidlib
 
 import pytest
 
-from agent.cli import build_parser, main
-from agent.commands.import_nova import gone_lookup, map_nodes, read_nova
-from agent.layout import policy_from_conf
+from agent.cli.commands.import_nova import gone_lookup, map_nodes, read_nova
+from agent.cli.main import build_parser, main
 from agent.nova_import.flow import import_cell
 from agent.nova_import.instances import consumers
-from agent.report import ReportClient
-from agent.state import StateStore
+from agent.placement.report import ReportClient
+from agent.shape.layout import policy_from_conf
+from agent.state.store import StateStore
 from tests.conftest import make_conf
 from tests.functional.conftest import http_get
 from tests.functional.test_reshape import http, put_allocations

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent import config as agent_config
+from agent.conf import config as agent_config
 from agent.placement.errors import PlacementUnavailable
 from agent.placement.session import client_from_conf
 from tests.functional.conftest import free_port

@@ -19,7 +19,7 @@ def run(tmp_path: Path, *args: str, extra: str = "") -> subprocess.CompletedProc
         "[libvirt]\nreconnect_attempts = 1\n" + extra
     )
     return subprocess.run(
-        [sys.executable, "-m", "agent.cli", "discover", "--config", str(conf), *args],
+        [sys.executable, "-m", "agent.cli.main", "discover", "--config", str(conf), *args],
         capture_output=True,
         text=True,
         check=False,

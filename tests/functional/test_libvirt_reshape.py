@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from agent.report import ReportClient
-from agent.reshape import reshape_node
-from agent.state import StateStore
+from agent.placement.report import ReportClient
+from agent.state.store import StateStore
+from agent.tracker.reshape import reshape_node
 from tests.functional.test_reshape import amounts, class_totals, http, put_allocations, snapshot
 from tests.functional.test_sync import cycle, unique
 from tests.unit.libvirt.libvirt_helpers import libvirt_driver

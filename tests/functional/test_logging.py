@@ -1,6 +1,6 @@
 """The agent's logs as an operator meets them: JSON, journald, request ids, no secrets.
 
-Each test runs the real agent process (``python -m agent.cli``) with the fake
+Each test runs the real agent process (``python -m agent.cli.main``) with the fake
 driver, configured through ``[DEFAULT]`` oslo.log options exactly as
 nova-compute is.
 """
@@ -98,7 +98,7 @@ def run_with_journal(tmp_path: Path, conf: Path, env: dict[str, str], stderr) ->
         "mount -t tmpfs tmpfs /run && mkdir -p /run/systemd/journal && "
         f'mount --bind "{sockdir}" /run/systemd/journal && exec "$@"'
     )
-    command = [sys.executable, "-m", "agent.cli", "run", "--once", "--config", str(conf)]
+    command = [sys.executable, "-m", "agent.cli.main", "run", "--once", "--config", str(conf)]
     proc = subprocess.run(
         [unshare, "--mount", "--propagation", "private", "sh", "-c", script, "sh", *command],
         cwd=REPO,
@@ -151,7 +151,7 @@ def test_use_journal_sends_each_line_with_its_priority_and_request_id(tmp_path):
     cycle = [m for m in messages if "cycle failed for big-host" in m["MESSAGE"]]
     assert cycle[0]["REQUEST_ID"].startswith("req-")
     assert cycle[0]["SYSLOG_IDENTIFIER"]
-    assert cycle[0]["LOGGER_NAME"] == "agent.tracker"
+    assert cycle[0]["LOGGER_NAME"] == "agent.tracker.cycle"
     assert stderr.read_text() == ""  # use_stderr = false: the journal only
 
 
@@ -235,7 +235,7 @@ def test_no_password_or_token_in_any_log_at_debug(tmp_path, served):
             default_log_levels="keystoneauth=DEBUG,urllib3=DEBUG,stevedore=DEBUG",
         )
         proc = subprocess.run(
-            [sys.executable, "-m", "agent.cli", "run", "--once", "--config", str(conf)],
+            [sys.executable, "-m", "agent.cli.main", "run", "--once", "--config", str(conf)],
             cwd=REPO,
             capture_output=True,
             text=True,

@@ -26,7 +26,7 @@ def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         f"capabilities_file = {HOST / 'capabilities.xml'}\nreconnect_attempts = 1\n"
         "[placement]\nembedded = true\n"
     )
-    command = [sys.executable, "-m", "agent.cli", *args]
+    command = [sys.executable, "-m", "agent.cli.main", *args]
     command += ["--config", str(NOVA_CONF), "--config", str(local)]
     return subprocess.run(command, capture_output=True, text=True, check=False, cwd=REPO)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent import progress as progress_module
-from agent.cli import main
+from agent.cli.main import main
+from agent.service import progress as progress_module
 from tests.conftest import EXAMPLES
 
 

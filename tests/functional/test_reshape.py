@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 import requests
 
-from agent.exceptions import ReshapeFailed
-from agent.report import ReportClient
-from agent.reshape import reshape_node
-from agent.state import StateStore
+from agent.model.exceptions import ReshapeFailed
+from agent.placement.report import ReportClient
+from agent.state.store import StateStore
+from agent.tracker.reshape import reshape_node
 from drivers.fake import FakeDriver
 from drivers.records import vf_addresses
 from tests.conftest import REPO, make_conf
@@ -454,7 +454,7 @@ def test_a_reshape_that_cannot_fit_fails_and_changes_nothing(embedded, tmp_path)
 
 def agent_cli(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "agent.cli", *argv],
+        [sys.executable, "-m", "agent.cli.main", *argv],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -1,6 +1,6 @@
 """``compute-agent run`` and ``status`` as processes, against a real Placement.
 
-Each test starts the real console entry point (``python -m agent.cli``) with
+Each test starts the real console entry point (``python -m agent.cli.main``) with
 the fake driver; Placement is either embedded in that process (its own
 SQLite file) or the ``served`` fixture on loopback, which a test can stop and
 start again.
@@ -41,7 +41,7 @@ def write_conf(path: Path, state: Path, *sections: str, **default: object) -> Pa
 def agent(*args: str, env: dict[str, str] | None = None, log: Path | None = None):
     out = open(log, "w") if log else subprocess.DEVNULL
     return subprocess.Popen(
-        [sys.executable, "-m", "agent.cli", *args],
+        [sys.executable, "-m", "agent.cli.main", *args],
         cwd=REPO,
         stdout=out,
         stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
@@ -51,7 +51,7 @@ def agent(*args: str, env: dict[str, str] | None = None, log: Path | None = None
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "agent.cli", *args],
+        [sys.executable, "-m", "agent.cli.main", *args],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from agent import config as agent_config
-from agent.report import ReportClient
-from agent.service import Service
-from agent.state import StateStore, record_age
-from agent.tracker import ResourceTracker
+from agent.conf import config as agent_config
+from agent.placement.report import ReportClient
+from agent.service.daemon import Service
+from agent.state.store import StateStore, record_age
+from agent.tracker.cycle import ResourceTracker
 from drivers.host import HostDriver
 from tests.conftest import EXAMPLES, REPO
 from tests.functional.test_service import agent, last_cycle, run_cli, wait_for, write_conf
@@ -236,7 +236,7 @@ def served_conf(tmp_path: Path, url: str, name: str, **default: object) -> Path:
 
 def owned_names(url: str) -> dict[str, bool]:
     """``{provider name: carries the owner trait}`` of every provider Placement holds."""
-    from agent.layout import OWNER_TRAIT
+    from agent.shape.layout import OWNER_TRAIT
     from tests.functional.conftest import http_get
 
     out = {}

@@ -13,10 +13,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from agent import config as agent_config
-from agent import progress as progress_module
-from agent.commands.common import EXIT_OK
-from agent.service import Service
+from agent.cli.commands.common import EXIT_OK
+from agent.conf import config as agent_config
+from agent.service import progress as progress_module
+from agent.service.daemon import Service
 from drivers.fake import FakeDriver
 from drivers.host.hotplug import HotplugMonitor
 from tests.functional.test_sync import host_file, unique
@@ -121,7 +121,7 @@ def test_a_long_cycle_logs_its_progress(service, monkeypatch):
     records: list[logging.LogRecord] = []
     handler = logging.Handler()
     handler.emit = records.append
-    logger = logging.getLogger("agent.progress")
+    logger = logging.getLogger("agent.service.progress")
     logger.addHandler(handler)
     old_level = logger.level
     logger.setLevel(logging.INFO)

@@ -13,10 +13,10 @@ import uuid as uuidlib
 
 import pytest
 
-from agent.provider_tree import ProviderTree
-from agent.report import ReportClient
-from agent.state import StateStore
-from agent.tracker import ResourceTracker
+from agent.model.provider_tree import ProviderTree
+from agent.placement.report import ReportClient
+from agent.state.store import StateStore
+from agent.tracker.cycle import ResourceTracker
 from drivers.fake import FakeDriver
 from drivers.records import Flavor, Instance
 from tests.functional.conftest import http_get

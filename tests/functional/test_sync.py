@@ -12,16 +12,16 @@ import pytest
 import requests
 from wsgi_intercept.interceptor import RequestsInterceptor
 
-from agent import config as agent_config
-from agent.allocation_model import ConsumerAllocations
-from agent.discovery import discover
-from agent.embedded import NOAUTH_HEADERS, placement_app
+from agent.cli.render import json_document
+from agent.conf import config as agent_config
+from agent.model.allocations import ConsumerAllocations
 from agent.placement.client import PlacementClient
+from agent.placement.embedded import NOAUTH_HEADERS, placement_app
 from agent.placement.errors import MicroversionTooLow, PlacementUnavailable
+from agent.placement.report import ReportClient, RootConflict
 from agent.placement.session import client_from_conf
-from agent.render import json_document
-from agent.report import ReportClient, RootConflict
-from agent.state import StateStore
+from agent.state.store import StateStore
+from agent.tracker.discovery import discover
 from drivers.fake import FakeDriver
 from tests.conftest import EXAMPLES, REPO, make_conf
 from tests.functional.conftest import HEADERS, http_get
@@ -326,7 +326,7 @@ def test_sync_and_show_commands(tmp_path):
 
     def agent(*argv):
         return subprocess.run(
-            [sys.executable, "-m", "agent.cli", *argv],
+            [sys.executable, "-m", "agent.cli.main", *argv],
             cwd=REPO,
             capture_output=True,
             text=True,

@@ -16,8 +16,8 @@ import sys
 
 import pytest
 
-from agent import ownership
-from agent.tracker import ResourceTracker
+from agent.model import ownership
+from agent.tracker.cycle import ResourceTracker
 from drivers.fake import FakeDriver
 from tests.conftest import EXAMPLES, REPO, make_conf
 from tests.functional.conftest import http_get
@@ -116,7 +116,7 @@ def test_nova_children_without_owner_trait_are_recognised(nova_host, caplog):
         f"{s.nodename}_pci_0000_5e_00_0": "nova vGPU provider",
         f"{s.nodename}_0000:86:00.0": "nova PCI provider",
     }
-    caplog.set_level(logging.WARNING, logger="agent.layout")
+    caplog.set_level(logging.WARNING, logger="agent.shape.layout")
     assert s.cycle(startup=True).ok
     said = [r.getMessage() for r in caplog.records if "taking over provider" in r.getMessage()]
     assert sorted(said) == sorted(
@@ -149,7 +149,7 @@ def test_adopt_dry_run_says_what_is_taken_over_and_writes_nothing(tmp_path, serv
         f"[DEFAULT]\nstate_path = {served.state}\n[pci]\nreport_in_placement = true\n"
         "[devices]\nenabled_mdev_types = nvidia-35\n"
     )
-    command = [sys.executable, "-m", "agent.cli", "adopt", "--dry-run", "--config", str(conf)]
+    command = [sys.executable, "-m", "agent.cli.main", "adopt", "--dry-run", "--config", str(conf)]
     r = subprocess.run(
         [*command, "--driver", "fake", "--fake-host", str(host)],
         capture_output=True,

@@ -14,11 +14,11 @@ from typing import ClassVar
 import pytest
 import requests
 
-from agent.exceptions import CapacityExceeded
-from agent.layout import OWNER_TRAIT
-from agent.report import ReportClient
-from agent.state import StateStore
-from agent.tracker import ResourceTracker
+from agent.model.exceptions import CapacityExceeded
+from agent.placement.report import ReportClient
+from agent.shape.layout import OWNER_TRAIT
+from agent.state.store import StateStore
+from agent.tracker.cycle import ResourceTracker
 from drivers.fake import FakeDriver
 from drivers.records import Flavor, Instance
 from tests.conftest import EXAMPLES, make_conf
@@ -125,7 +125,7 @@ def test_startup_on_empty_placement_writes_tree_and_every_allocation(setup):
 
 
 def test_steady_state_costs_the_listing_and_one_read_per_cpu_provider(setup):
-    """1 tree listing + the allocations of both NUMA cells (agent.audit: what is read)."""
+    """1 tree listing + the allocations of both NUMA cells (agent.tracker.audit: what is read)."""
     s = setup
     assert s.cycle(startup=True).ok
     s.cycle()  # re-reads the providers whose generation our own writes moved
@@ -378,7 +378,7 @@ def test_capacity_check_uses_current_usage(setup):
 
 def test_startup_cycle_reshapes_and_a_later_cycle_refuses_to(tmp_path, embedded):
     """NUMA modelling turned on: ReshapeNeeded outside start-up, a reshape at start-up."""
-    from agent.exceptions import ReshapeNeeded
+    from agent.model.exceptions import ReshapeNeeded
 
     flat = Setup(tmp_path, embedded, numa={"model_in_placement": False})
     assert flat.cycle(startup=True).ok

@@ -1,10 +1,10 @@
-"""agent.allocation_model: Placement's allocation JSON in one place, and the merge rule."""
+"""agent.model.allocations: Placement's allocation JSON in one place, and the merge rule."""
 
 from __future__ import annotations
 
 import pytest
 
-from agent.allocation_model import (
+from agent.model.allocations import (
     MIGRATION,
     ConsumerAllocations,
     ProviderAllocations,

@@ -1,14 +1,14 @@
-"""Allocations per resource-providers-allocations.txt (and the NUMA rule of agent.allocations)."""
+"""Allocations per resource-providers-allocations.txt (NUMA rule: agent.shape.planning)."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import replace
 
-from agent.allocations import disk_gb, plan_allocations
-from agent.layout import LayoutPolicy, apply_layout
-from agent.provider_tree import ProviderTree
-from agent.render import discover_record
+from agent.cli.render import discover_record
+from agent.model.provider_tree import ProviderTree
+from agent.shape.layout import LayoutPolicy, apply_layout
+from agent.shape.planning import disk_gb, plan_allocations
 from drivers.records import (
     Flavor,
     Gpu,

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import main
-from agent.layout import OWNER_TRAIT
-from agent.provider_tree import child_uuid, default_root_uuid
-from agent.state import StateStore
+from agent.cli.main import main
+from agent.model.provider_tree import child_uuid, default_root_uuid
+from agent.shape.layout import OWNER_TRAIT
+from agent.state.store import StateStore
 from tests.conftest import EXAMPLES, REPO
 
 SMALL_ROOT = default_root_uuid("small-host")
@@ -261,7 +261,7 @@ def test_malformed_host_file_through_the_console_script(tmp_path):
         [
             sys.executable,
             "-m",
-            "agent.cli",
+            "agent.cli.main",
             "discover",
             "--driver",
             "fake",

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import _commands, build_parser, main
-from agent.commands import common
+from agent.cli.commands import common
+from agent.cli.main import _commands, build_parser, main
 from tests.conftest import EXAMPLES, REPO
 
 BIG = str(EXAMPLES / "big-host.yaml")
@@ -34,7 +34,7 @@ def conf_file(tmp_path: Path, text: str = "") -> Path:
 def cli(*args: str, columns: int = 40) -> subprocess.CompletedProcess:
     """The agent with stdout a pipe and a narrow COLUMNS, as a script would see it."""
     return subprocess.run(
-        [sys.executable, "-m", "agent.cli", *args],
+        [sys.executable, "-m", "agent.cli.main", *args],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -50,7 +50,7 @@ def on_terminal(*args: str) -> str:
     if pid == 0:  # the child: its stdout is the terminal
         os.environ["COLUMNS"] = "200"
         os.chdir(REPO)
-        os.execv(sys.executable, [sys.executable, "-m", "agent.cli", *args])
+        os.execv(sys.executable, [sys.executable, "-m", "agent.cli.main", *args])
     chunks = []
     while True:
         try:

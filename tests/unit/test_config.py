@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent import config as agent_config
-from agent.exceptions import ConfigError
+from agent.conf import config as agent_config
+from agent.model.exceptions import ConfigError
 
 
 def write(tmp_path, text: str):

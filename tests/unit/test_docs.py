@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from agent import config as agent_config
+from agent.conf import config as agent_config
 from tests.conftest import REPO
 
 

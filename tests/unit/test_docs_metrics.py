@@ -8,7 +8,7 @@ import subprocess
 
 from prometheus_client import Counter, Histogram
 
-from agent.metrics import AgentMetrics
+from agent.service.metrics import AgentMetrics
 from tests.conftest import REPO
 
 SERVICE_MD = (REPO / "docs" / "service.md").read_text()

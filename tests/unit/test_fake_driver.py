@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.exceptions import ConfigError, HostDescriptionError
-from agent.provider_tree import ProviderTree
+from agent.model.exceptions import ConfigError, HostDescriptionError
+from agent.model.provider_tree import ProviderTree
 from drivers import load_driver
 from drivers.fake import FakeDriver
 from drivers.fake_host import load_host_description, parse_host_description

@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from agent import ownership
-from agent.exceptions import ConfigError
-from agent.layout import OWNER_TRAIT, LayoutPolicy, apply_layout, physnet_trait
-from agent.provider_tree import ProviderTree, child_uuid
+from agent.model import ownership
+from agent.model.exceptions import ConfigError
+from agent.model.provider_tree import ProviderTree, child_uuid
+from agent.shape.layout import OWNER_TRAIT, LayoutPolicy, apply_layout, physnet_trait
 from drivers.records import (
     Gpu,
     HostResources,

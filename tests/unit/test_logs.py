@@ -1,19 +1,19 @@
-"""agent.logs: oslo.log set up the OpenStack way, request ids per cycle, secrets masked."""
+"""agent.conf.logs: oslo.log set up the OpenStack way, request ids per cycle, secrets masked."""
 
 from __future__ import annotations
 
 import logging
 import os
 
-from agent import config as agent_config
-from agent import logs
+from agent.conf import config as agent_config
+from agent.conf import logs
 from tests.conftest import make_conf
 
 
 def test_debug_turns_on_the_agent_not_the_libraries(tmp_path):
     conf = make_conf(tmp_path)
     logs.setup(conf, debug=True)
-    assert logging.getLogger("agent.tracker").getEffectiveLevel() == logging.DEBUG
+    assert logging.getLogger("agent.tracker.cycle").getEffectiveLevel() == logging.DEBUG
     for noisy in ("stevedore", "keystoneauth", "placement", "alembic", "apscheduler"):
         assert logging.getLogger(noisy).getEffectiveLevel() == logging.WARNING, noisy
     logs.setup(make_conf(tmp_path), quiet=True)

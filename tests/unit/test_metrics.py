@@ -9,13 +9,13 @@ from types import SimpleNamespace
 import pytest
 
 from agent import __version__
-from agent.layout import OWNER_TRAIT
-from agent.metrics import AgentMetrics, owned_providers
 from agent.placement.client import PlacementClient, RequestEvent
 from agent.placement.errors import GenerationConflict, PlacementUnavailable
-from agent.report import SyncResult
-from agent.state import StateStore
-from agent.tracker import CycleOutcome, NodeOutcome
+from agent.placement.report import SyncResult
+from agent.service.metrics import AgentMetrics, owned_providers
+from agent.shape.layout import OWNER_TRAIT
+from agent.state.store import StateStore
+from agent.tracker.cycle import CycleOutcome, NodeOutcome
 
 
 def test_cycles_are_counted_per_node_and_outcome():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.names import (
+from agent.model.names import (
     is_custom,
     is_standard_resource_class,
     is_standard_trait,

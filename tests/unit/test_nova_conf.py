@@ -1,4 +1,4 @@
-"""nova.conf read as nova 34 reads it (agent/nova_conf.py, agent/config.py, drivers' options).
+"""nova.conf read as nova 34 reads it (agent/conf/, drivers' options).
 
 The table lists, for each resource-tracker option of nova 34 (nova/conf/*.py:
 group, name, default), the value the agent reads when nova.conf does not set
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from agent import config as agent_config
-from agent import nova_conf
-from agent.exceptions import ConfigError
-from agent.layout import policy_from_conf
+from agent.conf import config as agent_config
+from agent.conf import nova_conf
+from agent.model.exceptions import ConfigError
+from agent.shape.layout import policy_from_conf
 
 
 @pytest.fixture(autouse=True)
@@ -153,7 +153,7 @@ def test_unknown_options_are_warned_once_and_novas_accepted_silently(tmp_path, c
         "[numa]\nmodel_in_placment = true\n"
     )
     path = write(tmp_path, text)
-    caplog.set_level(logging.WARNING, logger="agent.nova_conf")
+    caplog.set_level(logging.WARNING, logger="agent.conf.nova_conf")
     agent_config.load([path])
     agent_config.load([path])
     warned = [r.getMessage() for r in caplog.records]
@@ -163,7 +163,7 @@ def test_unknown_options_are_warned_once_and_novas_accepted_silently(tmp_path, c
 
 
 def test_nova_options_that_change_placement_but_are_not_read_are_said(tmp_path, caplog):
-    caplog.set_level(logging.WARNING, logger="agent.nova_conf")
+    caplog.set_level(logging.WARNING, logger="agent.conf.nova_conf")
     agent_config.load([write(tmp_path, "[libvirt]\ncpu_mode = custom\ncpu_models = Haswell\n")])
     said = [r.getMessage() for r in caplog.records]
     assert said == [
@@ -191,7 +191,7 @@ def test_nova_option_list_has_provenance_and_the_resource_tracker_options():
 
 
 def test_devstack_nova_conf_is_read_as_nova_reads_it(caplog):
-    caplog.set_level(logging.WARNING, logger="agent.nova_conf")
+    caplog.set_level(logging.WARNING, logger="agent.conf.nova_conf")
     conf = agent_config.load([str(DEVSTACK)])
     assert not caplog.records  # every option there is nova's or the agent's
     assert conf.compute.driver == "libvirt"

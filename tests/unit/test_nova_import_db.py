@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from agent.exceptions import ConfigError
+from agent.model.exceptions import ConfigError
 from agent.nova_import import db
 from tests.nova_cell import build_cell
 

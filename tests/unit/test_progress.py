@@ -7,10 +7,10 @@ import itertools
 import logging
 import time
 
-from agent import logs
-from agent import progress as progress_module
-from agent.cli import main
-from agent.progress import Progress
+from agent.cli.main import main
+from agent.conf import logs
+from agent.service import progress as progress_module
+from agent.service.progress import Progress
 from tests.conftest import REPO, make_conf
 
 
@@ -22,7 +22,7 @@ def wait_until(check, timeout: float = 20.0) -> None:
 
 
 def test_short_work_shows_nothing(caplog):
-    caplog.set_level(logging.INFO, logger="agent.progress")
+    caplog.set_level(logging.INFO, logger="agent.service.progress")
     stream = io.StringIO()
     with Progress("quick", count=lambda: 1, delay=5, stream=stream, terminal=True) as p:
         pass
@@ -70,7 +70,7 @@ def test_capture_reports_progress_when_it_takes_long(tmp_path, monkeypatch, capf
     argv = ["capture", "--config", str(conf), "--sysfs-root", str(src), str(tmp_path / "c")]
     assert main(argv) == 0
     out, err = capfd.readouterr()
-    assert f"INFO agent.progress [-] capture of {src}: still running after 0 s" in err
+    assert f"INFO agent.service.progress [-] capture of {src}: still running after 0 s" in err
     assert "files read" in err and "still running" not in out  # stdout keeps the result
 
 

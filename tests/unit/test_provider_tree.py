@@ -7,9 +7,9 @@ import uuid
 
 import pytest
 
-from agent.exceptions import InvalidInventory, ProviderConflict, ProviderNotFound
-from agent.provider_tree import ProviderTree, child_uuid, default_root_uuid
-from agent.resources import Inventory
+from agent.model.exceptions import InvalidInventory, ProviderConflict, ProviderNotFound
+from agent.model.provider_tree import ProviderTree, child_uuid, default_root_uuid
+from agent.model.resources import Inventory
 
 ROOT = "2c4a7f5e-1b2d-4e6f-8a9b-0c1d2e3f4a5b"
 

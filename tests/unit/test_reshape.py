@@ -1,4 +1,4 @@
-"""Reshape detection and the allocation rewrite (agent/reshape.py), on in-memory trees.
+"""Reshape detection and the allocation rewrite (agent/tracker/reshape.py), on in-memory trees.
 
 Spec: reshape-provider-tree.txt; rules for consumers: docs/reshape.md.
 """
@@ -10,18 +10,18 @@ from dataclasses import replace
 
 import pytest
 
-from agent import config as agent_config
-from agent.allocation_model import ConsumerAllocations
-from agent.exceptions import ConfigError, ReshapeNeeded
-from agent.layout import (
+from agent.conf import config as agent_config
+from agent.model.allocations import ConsumerAllocations
+from agent.model.exceptions import ConfigError, ReshapeNeeded
+from agent.model.provider_tree import ProviderTree
+from agent.shape.layout import (
     LayoutPolicy,
     _rename_classes,
     apply_layout,
     desired_providers,
     policy_from_conf,
 )
-from agent.provider_tree import ProviderTree
-from agent.reshape import ClassMove, find_moves, reshape_allocations
+from agent.tracker.reshape import ClassMove, find_moves, reshape_allocations
 from drivers.base import ComputeDriver
 from drivers.host import HostDriver
 from drivers.records import (

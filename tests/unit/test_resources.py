@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from agent.exceptions import CapacityExceeded, InvalidInventory
-from agent.resources import MAX_INT, MAX_RATIO, Inventory, to_inventories
+from agent.model.exceptions import CapacityExceeded, InvalidInventory
+from agent.model.resources import MAX_INT, MAX_RATIO, Inventory, to_inventories
 
 ACCEPTED = [
     {"total": 1},

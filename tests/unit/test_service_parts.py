@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from agent.allocation_model import ProviderAllocations
-from agent.audit import AuditRecord
-from agent.exceptions import ConfigError
-from agent.metrics import parse_listen
-from agent.notify import Notifier
+from agent.model.allocations import ProviderAllocations
+from agent.model.exceptions import ConfigError
+from agent.service.metrics import parse_listen
+from agent.service.notify import Notifier
+from agent.tracker.audit import AuditRecord
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import _commands
+from agent.cli.main import _commands
 
 SHARE = Path(sys.prefix) / "share"
 BASH = SHARE / "bash-completion" / "completions" / "compute-agent"
@@ -89,7 +89,7 @@ def test_man_page_is_installed_current_and_renders_without_warnings():
         [
             str(Path(sys.executable).parent / "argparse-manpage"),
             "--module",
-            "agent.cli",
+            "agent.cli.main",
             "--function",
             "build_parser",
             "--prog",

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from agent import config as agent_config
-from agent.commands.common import EXIT_BAD_INPUT, EXIT_RESHAPE_FAILED, EXIT_RESHAPE_NEEDED
+from agent.cli.commands.common import EXIT_BAD_INPUT, EXIT_RESHAPE_FAILED, EXIT_RESHAPE_NEEDED
+from agent.conf import config as agent_config
 from tests.conftest import EXAMPLES, REPO
 
 SYSTEMD = REPO / "systemd"
@@ -112,7 +112,7 @@ def test_unit_runs_the_installed_agent_with_the_configuration_directory(service)
 
 
 def test_exec_start_arguments_are_accepted_by_the_cli():
-    from agent.cli import build_parser
+    from agent.cli.main import build_parser
 
     argv = one(read_unit(UNIT)["Service"], "ExecStart").split()[1:]
     args = build_parser().parse_args(argv)
@@ -338,7 +338,7 @@ except ImportError:
     pass
 else:
     libvirt.open("test:///default").listAllDomains()
-from agent.cli import main
+from agent.cli.main import main
 for command in commands:
     status = main(command)
     if status:

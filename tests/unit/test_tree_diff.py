@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from agent.provider_tree import ProviderTree
-from agent.tree_diff import diff_trees
+from agent.model.provider_tree import ProviderTree
+from agent.model.tree_diff import diff_trees
 
 ROOT = "2c4a7f5e-1b2d-4e6f-8a9b-0c1d2e3f4a5b"
 

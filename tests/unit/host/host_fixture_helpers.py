@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent import config
-from agent.discovery import discover_node
-from agent.layout import OWNER_TRAIT
-from agent.provider_tree import ProviderTree
+from agent.conf import config
+from agent.model.provider_tree import ProviderTree
+from agent.shape.layout import OWNER_TRAIT
+from agent.tracker.discovery import discover_node
 from drivers.host import HostDriver
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sysfs"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import main
-from agent.pci_ids import PciIds
+from agent.cli.main import main
+from agent.cli.pci_ids import PciIds
 from drivers.host.device_spec import parse_device_specs
 from drivers.host.devices import device_views
 from drivers.host.discovery import discover_host

@@ -9,7 +9,7 @@ import psutil
 import pytest
 from host_fixture_helpers import FIXTURES, make_conf
 
-from agent.exceptions import ConfigError
+from agent.model.exceptions import ConfigError
 from drivers.host.capture import capture
 from drivers.host.discovery import discover_host
 from drivers.host.memory import discover_memory

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from host_fixture_helpers import make_conf
 
-from agent import config
-from agent.exceptions import ConfigError
+from agent.conf import config
+from agent.model.exceptions import ConfigError
 from drivers.host import HostDriver
 from drivers.host.cpu import cpu_flag_traits, split_cpus
 from drivers.host.cpuset import format_cpu_set, parse_cpu_spec, parse_cpulist

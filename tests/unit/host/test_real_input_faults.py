@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent import cli
+from agent.cli import main as cli
 from drivers.host.capture import capture
 from drivers.host.discovery import discover_host
 from drivers.host.disk import mounts_essentials, parse_mounts

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent import config, layout
-from agent.provider_tree import ProviderTree
-from agent.render import discover_record
+from agent.cli.render import discover_record
+from agent.conf import config
+from agent.model.provider_tree import ProviderTree
+from agent.shape import layout
 from drivers.libvirt import LibvirtDriver
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

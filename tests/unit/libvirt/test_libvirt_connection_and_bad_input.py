@@ -16,7 +16,7 @@ import libvirt
 import pytest
 from libvirt_helpers import LIBVIRT, laid_out, libvirt_driver, make_conf, tree_view
 
-from agent.exceptions import ConfigError
+from agent.model.exceptions import ConfigError
 from drivers.libvirt import LibvirtDriver
 from drivers.libvirt.capabilities import kernel_flag, parse_capabilities
 from drivers.libvirt.connection import (

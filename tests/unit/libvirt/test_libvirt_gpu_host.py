@@ -20,8 +20,8 @@ from libvirt_helpers import (
     tree_view,
 )
 
-from agent import config
-from agent.discovery import discover_node
+from agent.conf import config
+from agent.tracker.discovery import discover_node
 from drivers.host import HostDriver
 
 GROUPS = {
@@ -44,7 +44,7 @@ def test_every_provider(tmp_path):
         assert tree[cell] == {
             "parent": "cn1",
             "inv": {"VCPU": (20, 0, 20, 4.0), "MEMORY_MB": (mem, 0, mem, 1.0)},
-            # the host's CPU traits on the cells too (agent.node_traits)
+            # the host's CPU traits on the cells too (agent.shape.node_traits)
             "traits": {"HW_NUMA_ROOT"} | {t for t in tree["cn1"]["traits"] if "_CPU_" in t},
         }
     # 86: two nvidia-35 mdevs + 14 available; 87: nvidia-35 is the first enabled type it has.

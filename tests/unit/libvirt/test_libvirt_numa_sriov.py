@@ -16,9 +16,9 @@ from __future__ import annotations
 import psutil
 from libvirt_helpers import SYSFS, allocations_by_name, laid_out, libvirt_driver, tree_view
 
-from agent import config
-from agent.layout import desired_providers
-from agent.render import discover_record
+from agent.cli.render import discover_record
+from agent.conf import config
+from agent.shape.layout import desired_providers
 from drivers.host import HostDriver
 
 NVME = '{"vendor_id": "8086", "product_id": "0a54"}'

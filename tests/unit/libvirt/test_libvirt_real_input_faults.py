@@ -7,7 +7,7 @@ from pathlib import Path
 
 from libvirt_helpers import laid_out, libvirt_driver, tree_view
 
-from agent import cli
+from agent.cli import main as cli
 
 NODE = """<node>
   <cpu><nodes>2</nodes><sockets>2</sockets><cores>2</cores><threads>1</threads>

@@ -14,7 +14,7 @@ import math
 
 from libvirt_helpers import ROOT_UUID, allocations_by_name, laid_out, libvirt_driver, tree_view
 
-from agent.render import discover_record
+from agent.cli.render import discover_record
 
 UNOWNED = {"project_id": "unowned", "user_id": "unowned"}
 

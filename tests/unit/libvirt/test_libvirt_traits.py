@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from libvirt_helpers import LIBVIRT, laid_out, libvirt_driver
 
-from agent.exceptions import ConfigError
+from agent.model.exceptions import ConfigError
 from drivers.libvirt.traits import (
     TraitSettings,
     capability_traits,

@@ -1,0 +1,133 @@
+"""``compute-agent show``: Placement's view of this host, and drift from the driver's."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.tree import Tree
+
+from agent.cli.commands.common import (
+    EXIT_DRIFT,
+    EXIT_OK,
+    add_config_args,
+    add_driver_args,
+    add_format_arg,
+    load_conf,
+)
+from agent.cli.output import Output, escape
+from agent.cli.render import provider_branch, provider_document
+from agent.model.exceptions import ReshapeNeeded
+from agent.model.provider_tree import ProviderTree
+from agent.model.tree_diff import diff_trees
+from agent.placement.connect import placement_client
+from agent.placement.report import ReportClient
+from agent.state.store import StateStore
+from drivers import load_driver
+
+NAME = "show"
+HELP = "show what Placement holds for this host and how it differs from the driver's view"
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``show``."""
+    parser.description = (
+        "Placement's view of every node of the configured driver: providers with their "
+        "generations, inventories with usage against capacity, traits and aggregates; then "
+        "what differs from what the driver reports now (drift). Writes nothing."
+    )
+    add_config_args(parser)
+    add_driver_args(parser)
+    parser.add_argument(
+        "--check", action="store_true", help=f"exit {EXIT_DRIFT} when there is drift"
+    )
+    add_format_arg(parser)
+
+
+def drift_lines(held: ProviderTree, desired: ProviderTree) -> list[str]:
+    """One line per difference between what Placement holds and what the driver reports."""
+    d = diff_trees(held, desired)
+
+    def name(uuid: str) -> str:
+        return (desired if desired.exists(uuid) else held).data(uuid).name
+
+    lines = [f"provider {name(u)} is missing in Placement" for u in d.created]
+    lines += [f"provider {name(u)} is in Placement but not on the host" for u in d.removed]
+    lines += [f"provider {name(u)} has another parent in Placement" for u in d.reparented]
+    for u in d.inventory:
+        if u in d.created:
+            continue
+        old, new = held.data(u).inventory, desired.data(u).inventory
+        for rc in sorted(set(old) | set(new)):
+            if old.get(rc) != new.get(rc):
+                was = old[rc].to_placement() if rc in old else "none"
+                now = new[rc].to_placement() if rc in new else "none"
+                lines.append(f"{name(u)} {rc}: Placement has {was}, the host has {now}")
+    for kind in ("traits", "aggregates"):
+        for u in getattr(d, kind):
+            if u in d.created:
+                continue
+            old, new = getattr(held.data(u), kind), getattr(desired.data(u), kind)
+            extra, lacking = sorted(old - new), sorted(new - old)
+            lines.append(f"{name(u)} {kind}: Placement also has {extra}, lacks {lacking}")
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print each node's providers from Placement, then the drift."""
+    conf = load_conf(args)
+    driver = load_driver(conf.compute.driver, conf)
+    out = Output()
+    as_json = args.format == "json"
+    nodes: list[dict[str, Any]] = []
+    drift = False
+    with placement_client(conf) as client:
+        report = ReportClient(client, StateStore(conf.state_path))
+        for nodename in driver.get_nodenames():
+            held = report.read_tree(nodename)
+            if held is None:
+                nodes.append({"nodename": nodename, "in_placement": False, "providers": []})
+                nodes[-1]["drift"] = ["Placement has no compute node of this name"]
+                if not as_json:
+                    out.print(f"node {escape(nodename)}: {nodes[-1]['drift'][0]}")
+                drift = True
+                continue
+            usages = {
+                u: client.get("/resource_providers/{uuid}/usages", uuid=u)["usages"]
+                for u in held.get_provider_uuids()
+            }
+            desired = held.copy()
+            try:
+                driver.update_provider_tree(desired, nodename)
+                lines = drift_lines(held, desired)
+            except ReshapeNeeded as exc:
+                lines = [f"a reshape is needed: {exc}"]
+            drift = drift or bool(lines)
+            nodes.append(
+                {
+                    "nodename": nodename,
+                    "in_placement": True,
+                    "providers": [
+                        {
+                            **provider_document(p),
+                            "generation": p.generation,
+                            "usages": dict(usages.get(p.uuid, {})),
+                        }
+                        for p in held.all_data()
+                    ],
+                    "drift": lines,
+                }
+            )
+            if as_json:
+                continue
+            top = Tree(f"[bold underline]node {escape(nodename)} in Placement[/bold underline]")
+            for root in held.root_uuids:
+                provider_branch(held, root, top, usages)
+            out.tree(top)
+            if not lines:
+                out.print("no drift: Placement matches what the driver reports")
+            for line in lines:
+                out.print(f"[yellow]drift[/yellow]: {escape(line)}")
+    if as_json:
+        out.json({"nodes": nodes, "drift": drift})
+    return EXIT_DRIFT if drift and args.check else EXIT_OK

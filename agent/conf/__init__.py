@@ -1,0 +1,1 @@
+"""Configuration: options, nova.conf, logging set-up."""

@@ -1,0 +1,1 @@
+"""Plain data of the field: resources, names, provider tree, diff, allocations, ownership."""

@@ -1,0 +1,1 @@
+"""The daemon: loop, signals, systemd notify, metrics."""

@@ -1,0 +1,1 @@
+"""Host records to providers and allocations: layout, planning, node traits."""

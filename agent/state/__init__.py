@@ -1,0 +1,1 @@
+"""The agent's own files under state_path."""

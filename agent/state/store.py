@@ -1,0 +1,224 @@
+"""The agent's state directory (``[DEFAULT] state_path``).
+
+What lives there survives restarts: each compute node's UUID,
+the last state seen in Placement, the consumers the allocation audit knows,
+the last cycle's outcome. Files are JSON, written atomically
+(temporary file, fsync, rename) so a crash never leaves half a file; a file
+that cannot be read is reported and treated as absent, because everything
+in it can be found again in Placement.
+
+A state directory that cannot be written (read-only, full) does not stop
+the agent: Placement is still kept in step, the failure is logged once, and
+:attr:`StateStore.save_error` says it (the cycle's outcome and ``status``
+carry it). What is lost meanwhile: restarts cost more (Placement is read
+again), and the known consumers of the allocation audit (a gone instance's
+allocation can then only be removed while this process runs). The audit's
+file is written twice (``consumers.json`` and ``consumers.bak.json``) so the
+loss or corruption of one still leaves the known consumers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import uuid as uuidlib
+from pathlib import Path
+from typing import Any
+
+LOG = logging.getLogger(__name__)
+
+COMPUTE_NODES_FILE = "compute_nodes.json"
+"""``{nodename: root provider UUID}``."""
+
+PLACEMENT_SEEN_FILE = "placement_seen.json"
+"""``{nodename: [provider record, ...]}``: what Placement held after the last write."""
+
+CONSUMERS_FILE = "consumers.json"
+"""``{nodename: audit record}``: known instances, unknown consumers, allocations seen."""
+
+CONSUMERS_COPY = "consumers.bak.json"
+"""The same, written after it: read when ``consumers.json`` is lost or unreadable."""
+
+LAST_CYCLE_FILE = "last_cycle.json"
+"""The service's last cycle: when, how long, outcome per node (``compute-agent status``)."""
+
+
+def read_json(path: Path) -> Any | None:
+    """The JSON document at ``path``, or None when it is missing or unreadable (logged)."""
+    try:
+        with path.open(encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        LOG.warning("state file %s is unreadable (%s); ignoring it", path, exc)
+        return None
+
+
+def write_json(path: Path, document: Any) -> None:
+    """Write ``document`` to ``path`` atomically (readers see the old or the new file).
+
+    Raises:
+        OSError: the directory is not writable.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(document, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def boot_id() -> str:
+    """This boot's id (Linux): monotonic times are comparable only within one boot."""
+    try:
+        return BOOT_ID.read_text().strip()
+    except OSError:
+        return ""
+
+
+def record_age(record: dict[str, Any], now_wall: float, now_monotonic: float) -> float:
+    """Seconds since a cycle recorded by the service finished, never negative.
+
+    On the same boot the monotonic clock decides, so a wall-clock step changes
+    nothing; otherwise (a reboot since) the wall clock, floored at 0.
+    """
+    finished = record.get("finished_monotonic")
+    if finished is not None and record.get("boot_id") and record.get("boot_id") == boot_id():
+        return max(0.0, now_monotonic - float(finished))
+    return max(0.0, now_wall - float(record.get("finished", now_wall)))
+
+
+class StateStore:
+    """Reads and writes the files of one state directory.
+
+    Args:
+        state_path: the directory (created on first write).
+    """
+
+    def __init__(self, state_path: str | Path) -> None:
+        self.path = Path(state_path)
+        self.save_error: str | None = None
+        """Why the last write failed (None after a write that succeeded)."""
+
+    def _write(self, name: str, document: Any) -> bool:
+        """Write one file; a failure is logged once and kept in :attr:`save_error`.
+
+        Returns:
+            True when written.
+        """
+        try:
+            write_json(self.path / name, document)
+        except OSError as exc:
+            error = f"state directory {self.path} cannot be written ({exc.strerror or exc})"
+            if error != self.save_error:
+                LOG.error(
+                    "%s: Placement is still kept in step, but restarts will read it all "
+                    "again and the consumers known to the audit are not saved; make the "
+                    "directory writable (or free space) and it is used again",
+                    error,
+                )
+            self.save_error = error
+            return False
+        if self.save_error is not None:
+            LOG.info("state directory %s is writable again", self.path)
+            self.save_error = None
+        return True
+
+    def root_uuids(self) -> dict[str, str]:
+        """``{nodename: UUID}`` of every compute node recorded; invalid entries are dropped."""
+        doc = read_json(self.path / COMPUTE_NODES_FILE)
+        if not isinstance(doc, dict):
+            return {}
+        out = {}
+        for name, value in doc.items():
+            try:
+                out[str(name)] = str(uuidlib.UUID(str(value)))
+            except ValueError:
+                LOG.warning(
+                    "state file %s: %r is not a UUID; ignoring it", COMPUTE_NODES_FILE, value
+                )
+        return out
+
+    def root_uuid(self, nodename: str) -> str | None:
+        """The recorded UUID of compute node ``nodename``, or None."""
+        return self.root_uuids().get(nodename)
+
+    def set_root_uuid(self, nodename: str, uuid: str) -> None:
+        """Record the UUID of compute node ``nodename``.
+
+        A failure to write is logged and kept in :attr:`save_error`.
+        """
+        doc = self.root_uuids()
+        doc[nodename] = str(uuidlib.UUID(uuid))
+        self._write(COMPUTE_NODES_FILE, doc)
+
+    def seen_providers(self, nodename: str) -> list[dict[str, Any]] | None:
+        """Provider records of ``nodename`` as Placement last held them, or None.
+
+        Records are shaped like ``GET /resource_providers`` items plus
+        ``inventories``, ``traits`` and ``aggregates``.
+        """
+        doc = read_json(self.path / PLACEMENT_SEEN_FILE)
+        if not isinstance(doc, dict) or not isinstance(doc.get(nodename), list):
+            return None
+        return doc[nodename]
+
+    def set_seen_providers(self, nodename: str, records: list[dict[str, Any]]) -> None:
+        """Record what Placement holds for ``nodename`` after a write.
+
+        A failure to write is logged and kept in :attr:`save_error`.
+        """
+        doc = read_json(self.path / PLACEMENT_SEEN_FILE)
+        doc = doc if isinstance(doc, dict) else {}
+        doc[nodename] = records
+        self._write(PLACEMENT_SEEN_FILE, doc)
+
+    def consumers(self, nodename: str) -> dict[str, Any] | None:
+        """The allocation audit's record of ``nodename`` (see :mod:`agent.tracker.audit`), or None.
+
+        ``{"instances": [consumer UUID], "unknown": {consumer UUID: first seen,
+        seconds since the epoch}, "held": {provider UUID: {consumer UUID:
+        {resource class: amount}}}, "generations": {provider UUID: generation}}``.
+        """
+        for name in (CONSUMERS_FILE, CONSUMERS_COPY):
+            doc = read_json(self.path / name)
+            if isinstance(doc, dict) and isinstance(doc.get(nodename), dict):
+                return doc[nodename]
+        return None
+
+    def set_consumers(self, nodename: str, record: dict[str, Any]) -> None:
+        """Record the allocation audit's view of ``nodename``.
+
+        A failure to write is logged and kept in :attr:`save_error`.
+        """
+        doc = read_json(self.path / CONSUMERS_FILE)
+        if not isinstance(doc, dict):
+            doc = read_json(self.path / CONSUMERS_COPY)
+        doc = doc if isinstance(doc, dict) else {}
+        doc[nodename] = record
+        # One after the other: a crash leaves at least one of them whole.
+        if self._write(CONSUMERS_FILE, doc):
+            self._write(CONSUMERS_COPY, doc)
+
+    def last_cycle(self) -> dict[str, Any] | None:
+        """The outcome of the service's last cycle (``CycleOutcome.to_json``), or None."""
+        doc = read_json(self.path / LAST_CYCLE_FILE)
+        return doc if isinstance(doc, dict) else None
+
+    def set_last_cycle(self, record: dict[str, Any]) -> None:
+        """Record the outcome of a cycle, for ``compute-agent status``.
+
+        A failure to write is logged and kept in :attr:`save_error`.
+        """
+        self._write(LAST_CYCLE_FILE, record)

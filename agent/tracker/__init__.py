@@ -1,0 +1,1 @@
+"""The cycle: discovery to writes, the audit of allocations, start-up reshape."""
