@@ -62,11 +62,14 @@ test: install
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zsh; } >/dev/null
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	# The layers of docs/architecture.md (contracts in pyproject.toml).
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 # The example configuration, generated from the options in the code (a test checks it is current).
 sample-config: install
