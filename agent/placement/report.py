@@ -41,7 +41,7 @@ from agent.placement.client import PlacementClient
 from agent.placement.consumers import Consumers, Edit
 from agent.placement.mirror import Mirror, RootConflict
 from agent.placement.reshaper import reshape
-from agent.placement.writer import SyncResult, Writer
+from agent.placement.writer import Flush, SyncResult, Writer
 from agent.state.store import StateStore
 
 __all__ = ["ReportClient", "RootConflict", "SyncResult"]
@@ -157,10 +157,13 @@ class ReportClient:
                 written stays written, and the next cycle carries on from it.
         """
         result = SyncResult()
-        flushes = []
+        flushes: list[Flush] = []
         reshaping = allocations is not None
         try:
-            flushes = self.writer.plan(new_tree, reshaping)
+            for root_uuid in new_tree.root_uuids:
+                flush = self.writer.plan_root(new_tree, root_uuid, reshaping)
+                if flush is not None:
+                    flushes.append(flush)
             if not flushes:
                 return result
             self.writer.ensure_custom_names(new_tree)
@@ -226,8 +229,7 @@ class ReportClient:
         """Read ``consumer``'s allocations, let ``edit`` decide the new ones, write them.
 
         The one read-edit-write path for consumers (:meth:`Consumers.edit`):
-        the write carries the consumer generation of the read; after a
-        generation conflict the consumer is read again and ``edit`` applied again.
+        after a generation conflict the consumer is read and edited again.
 
         Args:
             consumer: the consumer UUID.
@@ -249,8 +251,7 @@ class ReportClient:
     def delete_allocations(self, consumer: str) -> bool:
         """Remove every allocation of ``consumer``; a consumer Placement does not know is fine.
 
-        Uses ``PUT`` with empty allocations and the consumer generation (safe
-        against a concurrent writer), not the generation-less ``DELETE``.
+        ``PUT`` with no allocations and the consumer generation, not ``DELETE`` (no generation).
 
         Returns:
             True when allocations were removed, False when there were none.

@@ -41,7 +41,7 @@ def reshape(
     goes in the same transaction as their allocations.
 
     Args:
-        flushes: one per root (:meth:`Writer.plan` with ``reshape=True``).
+        flushes: one per root (:meth:`Writer.plan_root` with ``reshape=True``).
         new_tree: the driver's tree.
         allocations: ``{consumer UUID: GET /allocations body}``, the complete
             final allocations of each consumer listed.

@@ -116,24 +116,19 @@ class Writer:
         self.conflict_retries = conflict_retries
         self.sleep = sleep
 
-    def plan(self, new_tree: ProviderTree, reshape: bool) -> list[Flush]:
-        """One :class:`Flush` per root of ``new_tree`` that differs (every root when reshaping).
+    def plan_root(self, new_tree: ProviderTree, root_uuid: str, reshape: bool) -> Flush | None:
+        """What to write for one root's subtree of ``new_tree``; None when nothing differs.
 
         A root not listed since the last flush (a second node, a sharing
         provider the driver adds) is listed first: its mirror may be stale,
         and a root Placement lacks is created with the tree's UUID.
 
-        Raises:
-            RootConflict: Placement holds a root's name under another UUID.
-        """
-        flushes = []
-        for root_uuid in new_tree.root_uuids:
-            flush = self._plan_root(new_tree, root_uuid, reshape)
-            if flush is not None:
-                flushes.append(flush)
-        return flushes
+        Args:
+            reshape: plan even when nothing differs (the reshaper names every provider).
 
-    def _plan_root(self, new_tree: ProviderTree, root_uuid: str, reshape: bool) -> Flush | None:
+        Raises:
+            RootConflict: Placement holds the root's name under another UUID.
+        """
         name = new_tree.data(root_uuid).name
         if name not in self.mirror.read_this_cycle:
             self.mirror.read(name, uuid=root_uuid)
