@@ -31,6 +31,7 @@ from agent.nova_import.refusal import Refusal, RowRefused
 from agent.nova_import.render import allocation_line, tree_lines
 from agent.nova_import.shape import node_tree
 from agent.nova_import.stale import GoneLookup, held_on, remove_gone
+from agent.placement import endpoints
 from agent.placement.errors import PlacementError
 from agent.placement.report import ReportClient, RootConflict
 from agent.shape.layout import OWNER_TRAIT, LayoutPolicy
@@ -357,9 +358,8 @@ def _lay_out_all(
 ) -> list[_Laid]:
     """Every node's tree (:func:`lay_out_node`); a node that fails is a refusal."""
     laid: list[_Laid] = []
-    creates = ("POST", "/resource_providers")
     # Roots are created while the tree is read, children by the sync: count both.
-    before = report.client.counts[creates]
+    before = endpoints.providers_created(report.client)
     for node in nodes:
         try:
             laid.append(
@@ -372,5 +372,5 @@ def _lay_out_all(
             fix = "correct the conflict in Placement or nova, then import again"
             res.refusals.append(Refusal("placement", node.nodename, "", str(exc), fix))
     if not dry:
-        res.created = report.client.counts[creates] - before
+        res.created = endpoints.providers_created(report.client) - before
     return laid

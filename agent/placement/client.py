@@ -6,7 +6,7 @@
   refused (consumer generations need 1.28, the 1.30 reshaper is what makes
   shape changes safe).
 - Transport errors and 502/503/504 are retried with tenacity (exponential
-  backoff with jitter, bounded); 4xx never.
+  backoff with jitter, bounded; :mod:`agent.placement.tries`); 4xx never.
 - Every request is counted by method and path template (``/resource_providers/{uuid}``)
   for benchmarks and metrics; :attr:`PlacementClient.observers` are told of
   each answer (with its latency), each retry and each generation conflict.
@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import requests
 import tenacity
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
@@ -35,12 +36,12 @@ from agent.placement.errors import (
     PlacementUnavailable,
     parse_error,
 )
+from agent.placement.tries import RETRY_STATUSES, Retry, TryLimits
 
 LOG = logging.getLogger(__name__)
 
 MIN_MICROVERSION = (1, 30)
 MAX_MICROVERSION = (1, 39)
-RETRY_STATUSES = frozenset({502, 503, 504})
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,14 +63,6 @@ class RequestEvent:
     template: str
     status: str
     seconds: float = 0.0
-
-
-class _Retry(Exception):
-    """Raised inside the retry loop for an answer worth another try."""
-
-    def __init__(self, status: int, detail: str) -> None:
-        self.status = status
-        super().__init__(f"HTTP {status}: {detail}")
 
 
 def _version(text: str) -> tuple[int, int]:
@@ -97,13 +90,10 @@ class PlacementClient:
         extra_headers: Mapping[str, str] | None = None,
     ) -> None:
         self.adapter = adapter
-        self.retries = retries
-        self.retry_max_wait = retry_max_wait
         self.extra_headers = dict(extra_headers or {})
+        self.limits = TryLimits(retries, retry_max_wait)
         # Set by the service on SIGTERM: no new try starts and retry waits end at once.
-        self.abort = threading.Event()
-        # Monotonic time after which no new try starts (the cycle's deadline).
-        self.deadline: float | None = None
+        self.abort = self.limits.abort
         self.counts: Counter[tuple[str, str]] = Counter()
         # (method, HTTP status or "transport"): what the metrics endpoint shows.
         self.statuses: Counter[tuple[str, str]] = Counter()
@@ -111,6 +101,15 @@ class PlacementClient:
         self._microversion: str | None = None
         self.observers: list[Callable[[RequestEvent], None]] = []
         """Called in the requesting thread after each try, retry and conflict; keep them cheap."""
+
+    @property
+    def deadline(self) -> float | None:
+        """Monotonic time after which no new try starts (the cycle's deadline), or None."""
+        return self.limits.deadline
+
+    @deadline.setter
+    def deadline(self, value: float | None) -> None:
+        self.limits.deadline = value
 
     def _tell(self, event: RequestEvent) -> None:
         for observer in self.observers:
@@ -158,22 +157,7 @@ class PlacementClient:
             MicroversionTooLow: naming the server's version and the one needed.
             PlacementUnavailable: the root document could not be read.
         """
-        doc = self._send("GET", "/", "/", None, None, microversion=None)
-        try:
-            server_max = _version(doc["versions"][0]["max_version"])
-        except (KeyError, IndexError, TypeError, ValueError):
-            raise PlacementUnavailable(
-                f"the Placement root document is not what Placement sends: {doc!r:.200}"
-            ) from None
-        if server_max < MIN_MICROVERSION:
-            raise MicroversionTooLow(
-                "Placement offers microversion {}.{} at most; compute-agent needs {}.{} "
-                "(Placement from the Stein release or later): upgrade Placement".format(
-                    *server_max, *MIN_MICROVERSION
-                )
-            )
-        chosen = min(server_max, MAX_MICROVERSION)
-        return f"{chosen[0]}.{chosen[1]}"
+        return choose_microversion(self._send("GET", "/", "/", None, None, microversion=None))
 
     def at_least(self, major: int, minor: int) -> bool:
         """True when the negotiated microversion is at least ``major.minor``."""
@@ -225,25 +209,6 @@ class PlacementClient:
         """``request("DELETE", ...)``."""
         return self.request("DELETE", template, **kw)
 
-    def _check_bounds(self, method: str, path: str) -> None:
-        """Refuse to start a try after SIGTERM or past the cycle's deadline."""
-        if self.abort.is_set():
-            raise PlacementUnavailable(
-                f"placement {method} {path}: not sent, the agent is stopping"
-            )
-        if self._past_deadline():
-            raise PlacementUnavailable(
-                f"placement {method} {path}: not sent, the cycle's deadline passed "
-                "([DEFAULT] cycle_timeout); the next cycle carries on"
-            )
-
-    def _past_deadline(self) -> bool:
-        return self.deadline is not None and time.monotonic() >= self.deadline
-
-    def _out_of_time(self, _state: tenacity.RetryCallState) -> bool:
-        """tenacity's stop condition: no further try after SIGTERM or the deadline."""
-        return self.abort.is_set() or self._past_deadline()
-
     def total_requests(self) -> int:
         """Requests sent so far (each retry counts)."""
         with self._count_lock:
@@ -267,83 +232,134 @@ class PlacementClient:
         params: Mapping[str, Any] | None,
         microversion: str | None,
     ) -> Any:
+        """One request, tried as :attr:`limits` allow; the decoded answer (:func:`_decode`)."""
         headers = dict(self.extra_headers)
         if microversion:
             headers["OpenStack-API-Version"] = f"placement {microversion}"
-
-        def once() -> Any:
-            self._check_bounds(method, path)
-            with self._count_lock:
-                self.counts[(method, template)] += 1
-            start = time.monotonic()
-            try:
-                resp = self.adapter.request(
-                    path,
-                    method,
-                    json=json,
-                    params=dict(params) if params else None,
-                    headers=headers,
-                    raise_exc=False,
-                    # keystoneauth's Adapter otherwise queues every request behind a
-                    # FairSemaphore scheduled by the wall clock (time.time): after the
-                    # clock steps back, each request waits as long as the step
-                    # (measured with keystoneauth1 5.18.1). The agent sets no rate limit.
-                    rate_semaphore=contextlib.nullcontext(),
-                )
-            except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.RequestTimeout) as exc:
-                with self._count_lock:
-                    self.statuses[(method, "transport")] += 1
-                self._tell(
-                    RequestEvent("answer", method, template, "transport", time.monotonic() - start)
-                )
-                raise _Retry(0, f"{type(exc).__name__}: {_no_secrets(exc)}") from exc
-            status = str(resp.status_code)
-            with self._count_lock:
-                self.statuses[(method, status)] += 1
-            self._tell(RequestEvent("answer", method, template, status, time.monotonic() - start))
-            if resp.status_code in RETRY_STATUSES:
-                raise _Retry(resp.status_code, resp.text[:200])
-            return resp
-
-        retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception_type(_Retry),
-            stop=tenacity.stop_after_attempt(self.retries + 1) | self._out_of_time,
-            wait=tenacity.wait_random_exponential(multiplier=0.25, max=self.retry_max_wait),
-            # A wait that SIGTERM ends at once (Event.wait measures monotonic time).
-            sleep=self.abort.wait,
-            before_sleep=lambda state: self._retrying(method, template, path, state),
-            reraise=True,
-        )
         try:
-            resp = retrying(once)
-        except _Retry as exc:
+            retrying = self.limits.retrying(
+                lambda state: self._retrying(method, template, path, state)
+            )
+            resp = retrying(self._try_once, method, template, path, json, params, headers)
+        except Retry as exc:
             raise PlacementUnavailable(
-                f"placement {method} {path}: no usable answer after {self.retries + 1} tries "
-                f"(last: {exc}); is Placement running and reachable at its endpoint?"
+                f"placement {method} {path}: no usable answer after "
+                f"{self.limits.retries + 1} tries (last: {exc}); is Placement running and "
+                "reachable at its endpoint?"
             ) from None
         except ks_exc.ClientException as exc:
             # keystone authentication and catalog failures; never log the token
             raise PlacementUnavailable(
                 f"placement {method} {path}: {ks_errors.describe(exc, self.adapter)}"
             ) from None
-        if resp.status_code >= 400:
-            try:
-                body: Any = resp.json()
-            except ValueError:
-                body = resp.text
-            error = parse_error(resp.status_code, body, method, path)
-            if isinstance(error, GenerationConflict):
-                self._tell(RequestEvent("conflict", method, template, str(resp.status_code)))
-            raise error
-        if resp.status_code == 204 or not resp.content:
-            return None
+        return _decode(resp, method, template, path, self._tell)
+
+    def _try_once(
+        self,
+        method: str,
+        template: str,
+        path: str,
+        json: Any,
+        params: Mapping[str, Any] | None,
+        headers: dict[str, str],
+    ) -> requests.Response:
+        """Send one try, counted and told to the observers.
+
+        Raises:
+            Retry: no answer, or an answer worth another try (502/503/504).
+            PlacementUnavailable: SIGTERM or the deadline came first (:meth:`TryLimits.check`).
+        """
+        self.limits.check(method, path)
+        with self._count_lock:
+            self.counts[(method, template)] += 1
+        start = time.monotonic()
         try:
-            return resp.json()
+            resp = self.adapter.request(
+                path,
+                method,
+                json=json,
+                params=dict(params) if params else None,
+                headers=headers,
+                raise_exc=False,
+                # keystoneauth's Adapter otherwise queues every request behind a
+                # FairSemaphore scheduled by the wall clock (time.time): after the
+                # clock steps back, each request waits as long as the step
+                # (measured with keystoneauth1 5.18.1). The agent sets no rate limit.
+                rate_semaphore=contextlib.nullcontext(),
+            )
+        except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.RequestTimeout) as exc:
+            self._answered(method, template, "transport", start)
+            raise Retry(0, f"{type(exc).__name__}: {_no_secrets(exc)}") from exc
+        self._answered(method, template, str(resp.status_code), start)
+        if resp.status_code in RETRY_STATUSES:
+            raise Retry(resp.status_code, resp.text[:200])
+        return resp
+
+    def _answered(self, method: str, template: str, status: str, start: float) -> None:
+        """Count one try's outcome by status and tell the observers, with its latency."""
+        with self._count_lock:
+            self.statuses[(method, status)] += 1
+        self._tell(RequestEvent("answer", method, template, status, time.monotonic() - start))
+
+
+def _decode(
+    resp: requests.Response,
+    method: str,
+    template: str,
+    path: str,
+    tell: Callable[[RequestEvent], None],
+) -> Any:
+    """The decoded JSON body of an answer (None for 204 or no body).
+
+    Raises:
+        PlacementError (typed by :func:`parse_error`): a 4xx/5xx answer; a
+            generation conflict is also told to the observers.
+        PlacementUnavailable: a success whose body is not JSON.
+    """
+    if resp.status_code >= 400:
+        try:
+            body: Any = resp.json()
         except ValueError:
-            raise PlacementUnavailable(
-                f"placement {method} {path}: answered {resp.status_code} with a body that is "
-                "not JSON"
-            ) from None
+            body = resp.text
+        error = parse_error(resp.status_code, body, method, path)
+        if isinstance(error, GenerationConflict):
+            tell(RequestEvent("conflict", method, template, str(resp.status_code)))
+        raise error
+    if resp.status_code == 204 or not resp.content:
+        return None
+    try:
+        return resp.json()
+    except ValueError:
+        raise PlacementUnavailable(
+            f"placement {method} {path}: answered {resp.status_code} with a body that is not JSON"
+        ) from None
+
+
+def choose_microversion(doc: Any) -> str:
+    """The microversion to use given Placement's root document (``GET /``).
+
+    The highest both sides know: the server's ``max_version`` capped at
+    :data:`MAX_MICROVERSION`.
+
+    Raises:
+        MicroversionTooLow: the server's maximum is below :data:`MIN_MICROVERSION`.
+        PlacementUnavailable: ``doc`` is not a Placement root document.
+    """
+    try:
+        server_max = _version(doc["versions"][0]["max_version"])
+    except (KeyError, IndexError, TypeError, ValueError):
+        raise PlacementUnavailable(
+            f"the Placement root document is not what Placement sends: {doc!r:.200}"
+        ) from None
+    if server_max < MIN_MICROVERSION:
+        raise MicroversionTooLow(
+            "Placement offers microversion {}.{} at most; compute-agent needs {}.{} "
+            "(Placement from the Stein release or later): upgrade Placement".format(
+                *server_max, *MIN_MICROVERSION
+            )
+        )
+    chosen = min(server_max, MAX_MICROVERSION)
+    return f"{chosen[0]}.{chosen[1]}"
 
 
 def _no_secrets(exc: BaseException) -> str:

@@ -17,6 +17,7 @@ from agent.cli.commands.common import EXIT_OK, add_config_args, add_driver_args,
 from agent.model import ownership
 from agent.model.exceptions import ReshapeNeeded
 from agent.model.provider_tree import ProviderTree
+from agent.placement import endpoints
 from agent.placement.connect import placement_client
 from agent.placement.report import ReportClient
 from agent.state.store import StateStore
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
             consumers = {
                 c
                 for u in ownership.owned(held, nodename, owner)
-                for c in client.get("/resource_providers/{uuid}/allocations", uuid=u)["allocations"]
+                for c in endpoints.get_provider_allocations(client, u)["allocations"]
             }
             print(f"  allocations kept: {len(consumers)} consumer(s) hold resources here")
     return EXIT_OK

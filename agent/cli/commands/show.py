@@ -20,6 +20,7 @@ from agent.cli.render import provider_branch, provider_document
 from agent.model.exceptions import ReshapeNeeded
 from agent.model.provider_tree import ProviderTree
 from agent.model.tree_diff import diff_trees
+from agent.placement import endpoints
 from agent.placement.connect import placement_client
 from agent.placement.report import ReportClient
 from agent.state.store import StateStore
@@ -92,10 +93,7 @@ def run(args: argparse.Namespace) -> int:
                     out.print(f"node {escape(nodename)}: {nodes[-1]['drift'][0]}")
                 drift = True
                 continue
-            usages = {
-                u: client.get("/resource_providers/{uuid}/usages", uuid=u)["usages"]
-                for u in held.get_provider_uuids()
-            }
+            usages = {u: endpoints.get_usages(client, u) for u in held.get_provider_uuids()}
             desired = held.copy()
             try:
                 driver.update_provider_tree(desired, nodename)

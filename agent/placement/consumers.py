@@ -1,0 +1,153 @@
+"""Consumers' allocations: read, and the one read-edit-write path that honours generations.
+
+Every write of a consumer's allocations carries the consumer generation read
+just before it (Placement 1.28); after a generation conflict the consumer is
+read again and the edit decided again, so a concurrent change (nova's
+scheduler, another agent) is never overwritten with stale data.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any
+
+from agent.model.allocations import MIGRATION, ConsumerAllocations, ProviderAllocations
+from agent.placement import endpoints
+from agent.placement.client import PlacementClient
+from agent.placement.conflicts import retry_on_conflict
+from agent.placement.errors import NotFound
+
+Edit = Callable[[ConsumerAllocations], ConsumerAllocations | None]
+"""What Placement holds for a consumer -> what to write, or None for "nothing to do"."""
+
+
+def provider_allocations(client: PlacementClient, uuid: str) -> ProviderAllocations:
+    """``GET /resource_providers/{uuid}/allocations``: every consumer on one provider."""
+    return ProviderAllocations.from_placement(endpoints.get_provider_allocations(client, uuid))
+
+
+def get_allocations(client: PlacementClient, consumer: str) -> ConsumerAllocations:
+    """``GET /allocations/{consumer}``: what the consumer holds, with its generation.
+
+    A consumer Placement does not know comes back empty with generation None.
+    """
+    return ConsumerAllocations.from_placement(endpoints.get_consumer_allocations(client, consumer))
+
+
+def allocations_on(client: PlacementClient, providers: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """Every allocation of every consumer that uses one of ``providers``.
+
+    The algorithm of reshape-provider-tree.txt: ``GET
+    /resource_providers/{uuid}/allocations`` for each provider, then ``GET
+    /allocations/{consumer}`` for each consumer found (so its allocations on
+    sharing providers come along). A consumer emptied between the two reads
+    is left out.
+
+    Returns:
+        ``{consumer_uuid: GET /allocations/{consumer_uuid} body}``.
+    """
+    consumers: dict[str, None] = {}
+    for uuid in providers:
+        consumers.update(dict.fromkeys(provider_allocations(client, uuid).consumers))
+    out = {}
+    for consumer in consumers:
+        record = endpoints.get_consumer_allocations(client, consumer)
+        # Emptied between the two reads: nothing to move, and no owner to name.
+        if record.get("allocations"):
+            out[consumer] = record
+    return out
+
+
+class Consumers:
+    """Edits of consumers' allocations, retried after generation conflicts.
+
+    Args:
+        client: the HTTP client.
+        conflict_retries: retries of one consumer's edit after a generation conflict.
+        sleep: how to wait between conflict retries (tests pass a no-op).
+    """
+
+    def __init__(
+        self,
+        client: PlacementClient,
+        conflict_retries: int = 3,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.client = client
+        self.conflict_retries = conflict_retries
+        self.sleep = sleep
+
+    def edit(self, consumer: str, edit: Edit) -> bool:
+        """Read ``consumer``'s allocations, let ``edit`` decide the new ones, write them.
+
+        The write carries the consumer generation of the read, whatever
+        ``edit`` returns; owner and user default to what Placement holds.
+
+        Args:
+            consumer: the consumer UUID.
+            edit: called once per attempt with what Placement holds now.
+
+        Returns:
+            True when allocations were written, False when ``edit`` returned
+            None, nothing was held nor wanted, or the consumer vanished meanwhile.
+
+        Raises:
+            GenerationConflict: still conflicting after the retries.
+            Conflict: the allocations do not fit ("Unable to allocate inventory").
+            ValueError: ``edit`` gave allocations without an owner for a
+                consumer Placement does not know.
+        """
+
+        def attempt() -> bool:
+            current = get_allocations(self.client, consumer)
+            wanted = edit(current)
+            if wanted is None:
+                return False
+            if not wanted and current.generation is None:
+                return False  # nothing held, nothing wanted: no write
+            body = replace(
+                wanted,
+                generation=current.generation,
+                project_id=wanted.project_id or current.project_id,
+                user_id=wanted.user_id or current.user_id,
+            ).to_placement()
+            try:
+                endpoints.put_consumer_allocations(self.client, consumer, body)
+            except NotFound:
+                return False
+            return True
+
+        return retry_on_conflict(
+            attempt, retries=self.conflict_retries, sleep=self.sleep, what=f"consumer {consumer}"
+        )
+
+    def remove_from(self, consumer: str, providers: set[str]) -> bool:
+        """Remove ``consumer``'s allocations on ``providers``, keeping the rest.
+
+        A migration record (consumer type ``MIGRATION``) is never touched:
+        nova holds the source host's part of a migration on it and gives it
+        back itself. A consumer Placement does not know is fine.
+
+        Returns:
+            True when something was removed.
+
+        Raises:
+            GenerationConflict: the consumer kept changing under us.
+        """
+
+        def edit(held: ConsumerAllocations) -> ConsumerAllocations | None:
+            if held.consumer_type == MIGRATION or not held.providers & providers:
+                return None
+            return held.with_allocations(held.without(providers))
+
+        return self.edit(consumer, edit)
+
+    def delete(self, consumer: str) -> bool:
+        """Remove every allocation of ``consumer`` by ``PUT`` with its generation.
+
+        Returns:
+            True when allocations were removed, False when there were none.
+        """
+        return self.edit(consumer, lambda held: held.with_allocations({}) if held else None)

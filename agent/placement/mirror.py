@@ -1,0 +1,252 @@
+"""The mirror of what Placement holds: one :class:`ProviderTree` per compute node.
+
+The mirror carries Placement's generations, lives in memory and in the state
+directory (``seen_providers``, the compute node UUIDs), and is brought up to
+date by one ``GET /resource_providers?in_tree=ROOT``: only providers whose
+generation moved, or that are new to the mirror, are read in detail. So a
+cycle in which nothing changed costs one request, and a restarted agent whose
+host did not change costs the same.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from agent.model.exceptions import AgentError
+from agent.model.names import is_custom
+from agent.model.provider_tree import ProviderTree, default_root_uuid
+from agent.model.resources import inventory_body
+from agent.placement import endpoints
+from agent.placement.client import PlacementClient
+from agent.placement.endpoints import ProviderRecord
+from agent.placement.errors import DuplicateName
+from agent.state.store import StateStore
+
+LOG = logging.getLogger(__name__)
+
+_CREATED_HERE = "_created_here"
+"""Marks a listing record of a provider this client has just created (so it is empty)."""
+
+_LISTED = ("uuid", "name", "generation", "parent_provider_uuid")
+"""The fields of a listing record the mirror keeps."""
+
+
+class RootConflict(AgentError):
+    """The compute node's name is held in Placement by another UUID than the one recorded."""
+
+
+def provider_record(tree: ProviderTree, uuid: str) -> dict[str, Any]:
+    """One provider of ``tree`` as the state directory stores it (Placement's field names)."""
+    p = tree.data(uuid)
+    return {
+        "uuid": p.uuid,
+        "name": p.name,
+        "generation": p.generation,
+        "parent_provider_uuid": p.parent_uuid,
+        "inventories": inventory_body(p.inventory),
+        "traits": sorted(p.traits),
+        "aggregates": sorted(p.aggregates),
+    }
+
+
+def read_provider_details(client: PlacementClient, tree: ProviderTree, uuid: str) -> None:
+    """Read one provider's inventory, traits and aggregates into ``tree`` (three GETs).
+
+    The provider's generation becomes the last read's, the newest of the three.
+    """
+    inventories, _ = endpoints.get_inventories(client, uuid)
+    traits, _ = endpoints.get_traits(client, uuid)
+    aggregates, generation = endpoints.get_aggregates(client, uuid)
+    tree.update_inventory(uuid, inventories)
+    tree.update_traits(uuid, traits)
+    tree.update_aggregates(uuid, aggregates)
+    tree.update_generation(uuid, generation)
+
+
+def _unchanged(mirror: ProviderTree, listing: list[ProviderRecord]) -> bool:
+    """True when ``listing`` shows exactly the mirror's providers, generations and parents."""
+    if len(listing) != len(mirror):
+        return False
+    for rec in listing:
+        if not mirror.exists(rec["uuid"]):
+            return False
+        held = mirror.data(rec["uuid"])
+        if (held.generation, held.name, held.parent_uuid) != (
+            rec["generation"],
+            rec["name"],
+            rec["parent_provider_uuid"],
+        ):
+            return False
+    return True
+
+
+class Mirror:
+    """What Placement holds for this host's trees, as last read or written.
+
+    Args:
+        client: the HTTP client.
+        state: the state directory (compute node UUIDs, last state seen).
+
+    Attributes:
+        trees: ``{nodename: ProviderTree}`` read so far (generations are Placement's).
+        known_custom: custom resource classes and traits Placement is known to hold.
+        read_this_cycle: roots listed since the last flush.
+    """
+
+    def __init__(self, client: PlacementClient, state: StateStore) -> None:
+        self.client = client
+        self.state = state
+        self.trees: dict[str, ProviderTree] = {}
+        self.known_custom: set[str] = set()
+        self.read_this_cycle: set[str] = set()
+
+    def tree(self, nodename: str) -> ProviderTree:
+        """The mirror of ``nodename``'s tree (not a copy).
+
+        Raises:
+            KeyError: the tree of ``nodename`` has not been read yet.
+        """
+        return self.trees[nodename]
+
+    def generations(self, nodename: str) -> dict[str, int]:
+        """``{provider UUID: generation}`` of ``nodename``'s tree as last read or written.
+
+        Raises:
+            KeyError: the tree of ``nodename`` has not been read yet.
+        """
+        return {
+            p.uuid: p.generation
+            for p in self.trees[nodename].all_data()
+            if p.generation is not None
+        }
+
+    def forget(self) -> None:
+        """Drop what is held in memory; the state directory's copy is checked on the next read."""
+        self.trees.clear()
+        self.known_custom.clear()
+
+    def save(self, nodename: str) -> None:
+        """Write ``nodename``'s mirror to the state directory."""
+        mirror = self.trees[nodename]
+        records = [provider_record(mirror, u) for u in mirror.get_provider_uuids()]
+        self.state.set_seen_providers(nodename, records)
+
+    def _from_state(self, nodename: str) -> ProviderTree:
+        mirror = ProviderTree()
+        records = self.state.seen_providers(nodename)
+        if records:
+            try:
+                mirror.populate_from_iterable(records)
+            except (AgentError, KeyError, TypeError, ValueError) as exc:
+                LOG.warning(
+                    "state of %s in %s is unusable (%s); reading it from Placement",
+                    nodename,
+                    self.state.path,
+                    exc,
+                )
+                mirror = ProviderTree()
+        return mirror
+
+    def read(self, nodename: str, create: bool = True, uuid: str | None = None) -> bool:
+        """List ``nodename``'s tree and bring the mirror up to date; False when it has none.
+
+        Args:
+            nodename: the root provider's name.
+            create: create the root when Placement has none by this name.
+            uuid: the UUID to create it with when the state directory records
+                none (default: :func:`default_root_uuid`).
+
+        Raises:
+            RootConflict: the name and the recorded UUID disagree with Placement.
+            PlacementError, PlacementUnavailable: as the client raises.
+        """
+        self.read_this_cycle.add(nodename)
+        mirror = self.trees.get(nodename)
+        if mirror is None:
+            mirror = self._from_state(nodename)
+        listing = self._listing(nodename, create, uuid)
+        if not listing:
+            return False
+        if _unchanged(mirror, listing):
+            self.trees[nodename] = mirror
+            self._remember_custom(mirror)
+            return True
+        fresh, stale = self._refreshed(mirror, listing)
+        self.trees[nodename] = fresh
+        self._remember_custom(fresh)
+        if stale or fresh.get_provider_uuids() != mirror.get_provider_uuids():
+            self.save(nodename)
+        return True
+
+    def _listing(self, nodename: str, create: bool, uuid: str | None) -> list[ProviderRecord]:
+        """The listing of ``nodename``'s tree, the root found or created; recorded in the state."""
+        stored = self.state.root_uuid(nodename)
+        listing: list[ProviderRecord] = []
+        if stored:
+            listing = endpoints.list_tree(self.client, stored)
+        if not listing:
+            listing = self._find_or_create_root(nodename, stored, create, uuid)
+            if not listing:
+                return []
+        root_uuid = next(r["uuid"] for r in listing if r["parent_provider_uuid"] is None)
+        if root_uuid != stored:
+            self.state.set_root_uuid(nodename, root_uuid)
+        return listing
+
+    def _refreshed(
+        self, mirror: ProviderTree, listing: list[ProviderRecord]
+    ) -> tuple[ProviderTree, list[str]]:
+        """The tree ``listing`` shows, and the providers read again (their generation moved)."""
+        fresh = ProviderTree()
+        fresh.populate_from_iterable({k: r[k] for k in _LISTED} for r in listing)
+        stale = []
+        for rec in listing:
+            uuid = rec["uuid"]
+            if rec.get(_CREATED_HERE):
+                continue  # a provider this client just created holds nothing yet
+            if mirror.exists(uuid) and mirror.data(uuid).generation == rec["generation"]:
+                old = mirror.data(uuid)
+                fresh.update_inventory(uuid, old.inventory)
+                fresh.update_traits(uuid, old.traits)
+                fresh.update_aggregates(uuid, old.aggregates)
+            else:
+                stale.append(uuid)
+        for uuid in stale:
+            read_provider_details(self.client, fresh, uuid)
+        return fresh, stale
+
+    def _find_or_create_root(
+        self, nodename: str, stored: str | None, create: bool, uuid: str | None
+    ) -> list[ProviderRecord]:
+        found = endpoints.find_by_name(self.client, nodename)
+        if found:
+            held = found[0]["uuid"]
+            if stored and held != stored:
+                raise RootConflict(
+                    f"compute node {nodename!r}: Placement has resource provider {held} with "
+                    f"this name, but {self.state.path}/compute_nodes.json records {stored}. If "
+                    f"{held} is this host's compute node, remove {nodename!r} from that file and "
+                    "the agent adopts it; if another host already uses this name, give this "
+                    "host a unique [DEFAULT] host"
+                )
+            LOG.info("found compute node %s in Placement by name: %s", nodename, held)
+            return endpoints.list_tree(self.client, held)
+        if not create:
+            return []
+        uuid = stored or uuid or default_root_uuid(nodename)
+        try:
+            created = endpoints.create_provider(self.client, nodename, uuid)
+        except DuplicateName as exc:
+            raise RootConflict(
+                f"compute node {nodename!r} could not be created with UUID {uuid}: {exc.detail} "
+                "If a provider with this UUID is another host's, give this host a unique "
+                "[DEFAULT] host or remove its entry from compute_nodes.json"
+            ) from None
+        LOG.info("created compute node %s as resource provider %s", nodename, uuid)
+        return [{**created, _CREATED_HERE: True}]
+
+    def _remember_custom(self, tree: ProviderTree) -> None:
+        # Names Placement already holds need no PUT /resource_classes or /traits.
+        for p in tree.all_data():
+            self.known_custom.update(n for n in (*p.inventory, *p.traits) if is_custom(n))

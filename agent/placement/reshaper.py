@@ -1,0 +1,165 @@
+"""A reshape: new providers, then inventories and allocations in one ``POST /reshaper``.
+
+reshape-provider-tree.txt ("Placement POST /reshaper"): when inventory moves
+between providers, the allocations on it must move in the same transaction,
+else Placement refuses the inventory change (allocations in use) or the
+allocations (no inventory). The providers the new tree adds are created
+first (the reshaper cannot create them), and deleted again when the reshaper
+fails, so Placement is left as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from agent.model.allocations import ConsumerAllocations
+from agent.model.exceptions import ReshapeFailed
+from agent.model.provider_tree import ProviderTree
+from agent.model.resources import inventory_body
+from agent.placement import endpoints
+from agent.placement.client import PlacementClient
+from agent.placement.errors import NotFound, PlacementError
+from agent.placement.writer import Flush, SyncResult, create_provider
+
+LOG = logging.getLogger(__name__)
+
+
+def reshape(
+    client: PlacementClient,
+    flushes: list[Flush],
+    new_tree: ProviderTree,
+    allocations: dict[str, dict[str, Any]],
+    result: SyncResult,
+) -> None:
+    """Create the new providers, then one ``POST /reshaper``; on failure undo the creations.
+
+    The body names every provider of every root's tree (so an allocation
+    another service makes anywhere in them meanwhile is a generation
+    conflict, not a lost update) and the providers about to be deleted,
+    emptied of the classes the new tree holds elsewhere, so their capacity
+    goes in the same transaction as their allocations.
+
+    Args:
+        flushes: one per root (:meth:`Writer.plan_root` with ``reshape=True``).
+        new_tree: the driver's tree.
+        allocations: ``{consumer UUID: GET /allocations body}``, the complete
+            final allocations of each consumer listed.
+        result: counts ``created`` and sets ``reshaped``.
+
+    Raises:
+        ReshapeFailed: creating a provider or the reshaper call failed; the
+            providers created here are deleted again, so Placement holds
+            what it held before (custom resource classes and traits created
+            for the new tree stay: they are global and harmless).
+            ``__cause__`` is the :class:`PlacementError`; a
+            :class:`GenerationConflict` there means "re-read and retry".
+    """
+    created: list[tuple[ProviderTree, str]] = []
+    try:
+        for flush in flushes:
+            for uuid in flush.diff.created:
+                create_provider(client, flush.mirror, new_tree, uuid, result)
+                created.append((flush.mirror, uuid))
+        body = reshaper_body(flushes, new_tree, allocations)
+        endpoints.post_reshaper(client, body)
+    except PlacementError as exc:
+        _undo_created(client, created, result)
+        names = ", ".join(f.nodename for f in flushes)
+        raise ReshapeFailed(
+            f"POST /reshaper for {names} failed: {exc}. Placement is "
+            "unchanged; the agent stops so the failure is seen (see docs/reshape.md)"
+        ) from exc
+    result.reshaped = True
+    _read_generations(client, flushes, new_tree, body["inventories"])
+
+
+def _read_generations(
+    client: PlacementClient,
+    flushes: list[Flush],
+    new_tree: ProviderTree,
+    written: dict[str, Any],
+) -> None:
+    """Record in the mirrors what the reshaper wrote (``written``: its ``inventories``).
+
+    The reshaper answers 204 without generations: they are listed once per root.
+    """
+    for flush in flushes:
+        mirror = flush.mirror
+        for rec in endpoints.list_tree(client, mirror.data(flush.nodename).uuid):
+            uuid = rec["uuid"]
+            if not mirror.exists(uuid):
+                continue
+            if uuid in written:
+                held = new_tree.data(uuid).inventory if new_tree.exists(uuid) else None
+                if held is None:
+                    held = written[uuid]["inventories"]
+                mirror.update_inventory(uuid, held)
+            mirror.update_generation(uuid, rec["generation"])
+
+
+def reshaper_body(
+    flushes: list[Flush],
+    new_tree: ProviderTree,
+    allocations: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """The ``POST /reshaper`` body: every provider's final inventory, every consumer's allocations.
+
+    A provider being deleted keeps only the classes that have nowhere else to
+    go in the new tree: the others' allocations were moved, and their
+    capacity must not outlive them until the DELETE.
+    """
+    inventories: dict[str, Any] = {}
+    wanted = set().union(*(f.wanted for f in flushes))
+    elsewhere = {rc for u in wanted for rc in new_tree.data(u).inventory}
+    for flush in flushes:
+        mirror = flush.mirror
+        for uuid in new_tree.get_provider_uuids(mirror.data(flush.nodename).uuid):
+            if mirror.exists(uuid):
+                inventories[uuid] = {
+                    "inventories": inventory_body(new_tree.data(uuid).inventory),
+                    "resource_provider_generation": mirror.data(uuid).generation,
+                }
+        for uuid in flush.diff.removed:
+            if mirror.exists(uuid):
+                held = mirror.data(uuid)
+                inventories[uuid] = {
+                    "inventories": inventory_body(
+                        {rc: i for rc, i in held.inventory.items() if rc not in elsewhere}
+                    ),
+                    "resource_provider_generation": held.generation,
+                }
+    return {
+        "inventories": inventories,
+        "allocations": {
+            consumer: reshaper_allocation(rec) for consumer, rec in allocations.items()
+        },
+    }
+
+
+def _undo_created(
+    client: PlacementClient, created: list[tuple[ProviderTree, str]], result: SyncResult
+) -> None:
+    # Children first. They hold nothing (the reshaper did not happen), so
+    # Placement lets them go; a failure here is logged, not raised, so the
+    # reshaper's own error is the one the operator sees.
+    for mirror, uuid in reversed(created):
+        try:
+            endpoints.delete_provider(client, uuid)
+        except NotFound:
+            pass
+        except PlacementError as exc:
+            LOG.error("provider %s created for a failed reshape not deleted: %s", uuid, exc)
+            continue
+        if mirror.exists(uuid):
+            mirror.remove(uuid)
+        result.created -= 1
+
+
+def reshaper_allocation(record: dict[str, Any]) -> dict[str, Any]:
+    """One consumer's ``GET /allocations`` body (spec shape) as ``POST /reshaper`` wants it.
+
+    Drops the per-provider ``generation`` the GET carries and fills
+    ``consumer_type`` (required from 1.38) when the record has none.
+    """
+    return ConsumerAllocations.from_placement(record).to_placement()

@@ -1,0 +1,291 @@
+"""From a :class:`TreeDiff` to Placement writes, one root's subtree at a time.
+
+A flush compares each root's subtree of the driver's tree with the mirror
+(:func:`agent.model.tree_diff.diff_trees`) and writes only the differences:
+providers created, renamed or re-parented, inventories, traits and
+aggregates replaced, providers deleted, in that order (children are created
+after their parent and deleted before it). Each write carries the provider
+generation of the mirror; after a generation conflict the provider is read
+again and the write decided again (:func:`retry_on_conflict`), traits and
+aggregates by a three-way merge so another writer's change survives.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from agent.model.names import is_custom
+from agent.model.provider_tree import ProviderTree
+from agent.model.resources import inventory_body
+from agent.model.tree_diff import TreeDiff, diff_trees
+from agent.placement import endpoints
+from agent.placement.client import PlacementClient
+from agent.placement.conflicts import retry_on_conflict
+from agent.placement.errors import GenerationConflict, InventoryInUse, NotFound, PlacementError
+from agent.placement.mirror import Mirror, RootConflict, provider_record, read_provider_details
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class SyncResult:
+    """What one flush (``ReportClient.update_from_provider_tree``) did.
+
+    Attributes:
+        created: providers created.
+        removed: providers deleted.
+        inventories: providers whose inventory was written.
+        traits: providers whose traits were written.
+        aggregates: providers whose aggregates were written.
+        reshaped: True when a ``POST /reshaper`` was sent.
+        errors: one line per write that failed and was skipped.
+    """
+
+    created: int = 0
+    removed: int = 0
+    inventories: int = 0
+    traits: int = 0
+    aggregates: int = 0
+    reshaped: bool = False
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Flush:
+    """One root's part of a flush.
+
+    Attributes:
+        nodename: the root provider's name.
+        mirror: the mirror of that root's tree (updated as writes succeed).
+        base: the mirror as the driver's tree was derived from it, the base
+            of the three-way merges (taken before a re-read moves the mirror on).
+        diff: what differs between the mirror and the driver's tree.
+        wanted: UUIDs of the root's subtree in the driver's tree.
+    """
+
+    nodename: str
+    mirror: ProviderTree
+    base: ProviderTree
+    diff: TreeDiff
+    wanted: set[str]
+
+
+def merge_sets(base: frozenset[str], desired: frozenset[str], fresh: frozenset[str]) -> set[str]:
+    """Three-way merge: our change (``base`` -> ``desired``) applied to ``fresh``.
+
+    Keeps what another writer added or removed meanwhile, so a generation
+    conflict does not undo someone else's trait or aggregate.
+    """
+    return (set(fresh) | (desired - base)) - (base - desired)
+
+
+def create_provider(
+    client: PlacementClient,
+    mirror: ProviderTree,
+    new_tree: ProviderTree,
+    uuid: str,
+    result: SyncResult,
+) -> None:
+    """``POST /resource_providers`` for ``new_tree``'s provider ``uuid``, then add it to ``mirror``.
+
+    Raises:
+        PlacementError: Placement refused it (e.g. :class:`DuplicateName`).
+    """
+    p = new_tree.data(uuid)
+    created = endpoints.create_provider(client, p.name, p.uuid, p.parent_uuid)
+    mirror.populate_from_iterable([{**created, "parent_provider_uuid": p.parent_uuid}])
+    result.created += 1
+
+
+class Writer:
+    """Writes the differences between a driver's tree and the mirror.
+
+    Args:
+        mirror: the mirror the writes are based on and recorded in.
+        conflict_retries: retries of one provider's write after a generation conflict.
+        sleep: how to wait between conflict retries (tests pass a no-op).
+    """
+
+    def __init__(
+        self, mirror: Mirror, conflict_retries: int = 3, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
+        self.mirror = mirror
+        self.conflict_retries = conflict_retries
+        self.sleep = sleep
+
+    def plan_root(self, new_tree: ProviderTree, root_uuid: str, reshape: bool) -> Flush | None:
+        """What to write for one root's subtree of ``new_tree``; None when nothing differs.
+
+        A root not listed since the last flush (a second node, a sharing
+        provider the driver adds) is listed first: its mirror may be stale,
+        and a root Placement lacks is created with the tree's UUID.
+
+        Args:
+            reshape: plan even when nothing differs (the reshaper names every provider).
+
+        Raises:
+            RootConflict: Placement holds the root's name under another UUID.
+        """
+        name = new_tree.data(root_uuid).name
+        if name not in self.mirror.read_this_cycle:
+            self.mirror.read(name, uuid=root_uuid)
+        mirror = self.mirror.tree(name)
+        held = mirror.data(name).uuid
+        if held != root_uuid:
+            raise RootConflict(
+                f"root provider {name!r}: Placement holds this name as {held}, the tree "
+                f"gives {root_uuid}; give the provider another name or use {held}"
+            )
+        diff = diff_trees(mirror, new_tree, root_uuid)
+        if not diff and not reshape:
+            return None
+        wanted = set(new_tree.get_provider_uuids(root_uuid))
+        return Flush(name, mirror, mirror.copy(), diff, wanted)
+
+    def ensure_custom_names(self, tree: ProviderTree) -> None:
+        """Create ``tree``'s custom resource classes and traits Placement is not known to hold."""
+        known = self.mirror.known_custom
+        for p in tree.all_data():
+            for rc in p.inventory:
+                if is_custom(rc) and rc not in known:
+                    endpoints.ensure_resource_class(self.mirror.client, rc)
+                    known.add(rc)
+            for trait in p.traits:
+                if is_custom(trait) and trait not in known:
+                    endpoints.ensure_trait(self.mirror.client, trait)
+                    known.add(trait)
+
+    def write(
+        self, flush: Flush, new_tree: ProviderTree, reshaped: bool, result: SyncResult
+    ) -> None:
+        """Send one root's writes; after a reshape only what the reshaper did not carry.
+
+        Raises:
+            GenerationConflict: still conflicting after the retries.
+            PlacementError, PlacementUnavailable: a write other than the
+                per-provider ones :class:`SyncResult` lists in ``errors``.
+        """
+        mirror, diff = flush.mirror, flush.diff
+        if not reshaped:
+            for uuid in diff.created:
+                create_provider(self.mirror.client, mirror, new_tree, uuid, result)
+        for uuid in dict.fromkeys(diff.reparented + diff.renamed):
+            p = new_tree.data(uuid)
+            updated = endpoints.update_provider(self.mirror.client, uuid, p.name, p.parent_uuid)
+            _move_in_mirror(mirror, uuid, p.name, p.parent_uuid, updated["generation"])
+        if not reshaped:
+            for uuid in diff.inventory:
+                self._write_inventory(mirror, new_tree, uuid, result)
+        for kind in ("traits", "aggregates"):
+            for uuid in getattr(diff, kind):
+                base_tree = flush.base
+                base = (
+                    getattr(base_tree.data(uuid), kind) if base_tree.exists(uuid) else frozenset()
+                )
+                self._write_set(mirror, new_tree, uuid, kind, base, result)
+        for uuid in diff.removed:
+            self._delete_provider(mirror, uuid, result)
+
+    def _retrying(self, mirror: ProviderTree, uuid: str, write: Callable[[], bool]) -> None:
+        """Run one provider's ``write``; on a generation conflict re-read the provider and retry."""
+        retry_on_conflict(
+            write,
+            retries=self.conflict_retries,
+            sleep=self.sleep,
+            what=f"provider {uuid}",
+            reread=lambda: read_provider_details(self.mirror.client, mirror, uuid),
+        )
+
+    def _write_inventory(
+        self, mirror: ProviderTree, new_tree: ProviderTree, uuid: str, result: SyncResult
+    ) -> None:
+        wanted = dict(new_tree.data(uuid).inventory)
+        body = inventory_body(wanted)
+
+        def write() -> bool:
+            if not mirror.has_inventory_changed(uuid, wanted):
+                return False
+            generation = mirror.data(uuid).generation
+            new = endpoints.put_inventories(self.mirror.client, uuid, body, generation)
+            mirror.update_inventory(uuid, wanted, generation=new)
+            return True
+
+        try:
+            self._retrying(mirror, uuid, write)
+            result.inventories += 1
+        except InventoryInUse as exc:
+            held = mirror.data(uuid)
+            gone = sorted(set(held.inventory) - set(wanted))
+            line = (
+                f"provider {held.name} ({uuid}): inventory of {', '.join(gone) or 'some class'} "
+                f"cannot be removed while allocations use it (held: "
+                f"{ {rc: held.inventory[rc].total for rc in gone} }); it stays until they are "
+                f"gone. Placement said: {exc.detail}"
+            )
+            LOG.error(line)
+            result.errors.append(line)
+
+    def _write_set(
+        self,
+        mirror: ProviderTree,
+        new_tree: ProviderTree,
+        uuid: str,
+        kind: str,
+        base: frozenset[str],
+        result: SyncResult,
+    ) -> None:
+        """Write ``kind`` (``"traits"`` or ``"aggregates"``) of one provider by three-way merge."""
+        desired = frozenset(getattr(new_tree.data(uuid), kind))
+
+        def write() -> bool:
+            nonlocal base
+            fresh = frozenset(getattr(mirror.data(uuid), kind))
+            target = merge_sets(base, desired, fresh)
+            base = fresh
+            if target == set(fresh):
+                return False
+            generation = mirror.data(uuid).generation
+            held, new = endpoints.put_set(
+                self.mirror.client, uuid, kind, sorted(target), generation
+            )
+            update = mirror.update_traits if kind == "traits" else mirror.update_aggregates
+            update(uuid, held, generation=new)
+            return True
+
+        try:
+            self._retrying(mirror, uuid, write)
+            setattr(result, kind, getattr(result, kind) + 1)
+        except PlacementError as exc:
+            if isinstance(exc, GenerationConflict):
+                raise
+            line = f"provider {mirror.data(uuid).name} ({uuid}): {kind} not written: {exc}"
+            LOG.error(line)
+            result.errors.append(line)
+
+    def _delete_provider(self, mirror: ProviderTree, uuid: str, result: SyncResult) -> None:
+        name = mirror.data(uuid).name
+        try:
+            endpoints.delete_provider(self.mirror.client, uuid)
+        except NotFound:
+            pass
+        except PlacementError as exc:
+            line = f"provider {name} ({uuid}) not deleted: {exc.detail or exc}"
+            LOG.error(line)
+            result.errors.append(line)
+            return
+        mirror.remove(uuid)
+        result.removed += 1
+
+
+def _move_in_mirror(
+    mirror: ProviderTree, uuid: str, name: str, parent: str | None, generation: int
+) -> None:
+    """Rename or re-parent ``uuid`` in ``mirror``, with the generation Placement answered."""
+    # A ProviderTree cannot re-parent in place: rebuild the subtree under the new parent.
+    records = [provider_record(mirror, u) for u in mirror.get_provider_uuids(uuid)]
+    mirror.remove(uuid)
+    records[0].update(name=name, parent_provider_uuid=parent, generation=generation)
+    mirror.populate_from_iterable(records)
