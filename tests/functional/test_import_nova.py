@@ -20,11 +20,10 @@ from agent.nova_import.instances import consumers
 from agent.placement.report import ReportClient
 from agent.shape.layout import policy_from_conf
 from agent.state.store import StateStore
-from tests.conftest import make_conf
-from tests.functional.conftest import http_get
-from tests.functional.test_reshape import http, put_allocations
-from tests.functional.test_sync import unique
-from tests.nova_cell import add_instance, build_api, build_cell, execute, insert
+from tests.helpers.conf import make_conf
+from tests.helpers.names import unique
+from tests.helpers.nova_cell import add_instance, build_api, build_cell, execute, insert
+from tests.helpers.placement_http import http, http_get, put_allocations
 
 
 def do_import(embedded, tmp_path, cell, *extra, dry=False, numa=False, **groups):
