@@ -1,7 +1,7 @@
 """``compute-agent import-nova`` against a real Placement (issue #17).
 
 A real nova cell database (nova 34's schema from its own migrations, rows
-with nova's own JSON: tests/nova_cell.py) is imported into the embedded
+with nova's own JSON: tests/helpers/nova_cell.py) is imported into the embedded
 Placement; Placement is read back over plain HTTP.
 Specs: compute-node-inventory.rst, resource-providers-allocations.txt.
 """

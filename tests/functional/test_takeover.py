@@ -1,6 +1,6 @@
 """Taking over a nova-compute host: nova 34's Placement state, one start-up cycle, real Placement.
 
-The state is :mod:`tests.functional.nova_state` (nova's random root UUID,
+The state is :mod:`tests.helpers.nova_state` (nova's random root UUID,
 OWNER_NOVA, vGPU and PCI-in-placement children, instance and migration
 allocations). After one start-up cycle of the agent on the same hardware:
 no provider is duplicated (each of nova's keeps its UUID), no allocation is
