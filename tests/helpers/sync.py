@@ -11,7 +11,7 @@ from agent.placement.report import ReportClient
 from agent.placement.session import client_from_conf
 from drivers.base import ComputeDriver
 
-if TYPE_CHECKING:  # only a return type
+if TYPE_CHECKING:  # annotation only: the result types may move within the placement layer
     from agent.placement.report import SyncResult
 
 

@@ -16,7 +16,7 @@ from tests.helpers.hosts import BIG_HOST, HostDescription
 from tests.helpers.names import unique
 from tests.helpers.placement_http import held_by_name
 
-if TYPE_CHECKING:  # only a return type; where outcomes live is the tracker's business
+if TYPE_CHECKING:  # annotation only: the outcome types may move within the tracker layer
     from agent.tracker.cycle import CycleOutcome
 
 PROJECT = "0c4e2f1a3b5d4c6e8f9a0b1c2d3e4f50"
