@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers.paths import REPO
 
 SMALLEST = {
     "discover.py": ["--runs", "1"],

@@ -24,11 +24,11 @@ from agent.state.store import CONSUMERS_COPY, CONSUMERS_FILE, StateStore
 from agent.tracker.cycle import ResourceTracker
 from agent.tracker.discovery import discover_node
 from drivers.fake import FakeDriver
-from tests.conftest import make_conf
-from tests.functional.conftest import HEADERS, http_get
-from tests.functional.test_tracker import PROJECT, USER, Setup
+from tests.helpers.conf import make_conf
 from tests.helpers.faults import Killed, any_write, fail_at, kill_at, matching
+from tests.helpers.placement_http import HEADERS, http_get
 from tests.helpers.placement_http import held_by_name as held
+from tests.helpers.tracker import PROJECT, USER, Setup
 
 
 def foreign_consumer(s: Setup) -> tuple[str, dict]:
@@ -236,7 +236,7 @@ def test_a_domain_that_cannot_be_read_keeps_its_allocation(tmp_path, embedded):
     """libvirt test:///: one domain's XML cannot be read for a while (a transient error)."""
     import libvirt
 
-    from tests.unit.libvirt.libvirt_helpers import libvirt_driver
+    from tests.helpers.libvirt_fixtures import libvirt_driver
 
     driver = libvirt_driver(
         tmp_path, "small-host", DEFAULT={"host": f"lv-{uuidlib.uuid4().hex[:8]}"}

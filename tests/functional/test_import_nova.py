@@ -1,7 +1,7 @@
 """``compute-agent import-nova`` against a real Placement (issue #17).
 
 A real nova cell database (nova 34's schema from its own migrations, rows
-with nova's own JSON: tests/nova_cell.py) is imported into the embedded
+with nova's own JSON: tests/helpers/nova_cell.py) is imported into the embedded
 Placement; Placement is read back over plain HTTP.
 Specs: compute-node-inventory.rst, resource-providers-allocations.txt.
 """
@@ -20,11 +20,10 @@ from agent.nova_import.instances import consumers
 from agent.placement.report import ReportClient
 from agent.shape.layout import policy_from_conf
 from agent.state.store import StateStore
-from tests.conftest import make_conf
-from tests.functional.conftest import http_get
-from tests.functional.test_reshape import http, put_allocations
-from tests.functional.test_sync import unique
-from tests.nova_cell import add_instance, build_api, build_cell, execute, insert
+from tests.helpers.conf import make_conf
+from tests.helpers.names import unique
+from tests.helpers.nova_cell import add_instance, build_api, build_cell, execute, insert
+from tests.helpers.placement_http import http, http_get, put_allocations
 
 
 def do_import(embedded, tmp_path, cell, *extra, dry=False, numa=False, **groups):

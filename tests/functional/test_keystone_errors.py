@@ -14,8 +14,8 @@ import pytest
 from agent.conf import config as agent_config
 from agent.placement.errors import PlacementUnavailable
 from agent.placement.session import client_from_conf
-from tests.functional.conftest import free_port
 from tests.helpers.keystone import keystone
+from tests.helpers.net import free_port
 
 
 def client_for(tmp_path, auth_url: str):

@@ -14,9 +14,11 @@ import pytest
 from agent.placement.report import ReportClient
 from agent.state.store import StateStore
 from agent.tracker.reshape import reshape_node
-from tests.functional.test_reshape import amounts, class_totals, http, put_allocations, snapshot
-from tests.functional.test_sync import cycle, unique
-from tests.unit.libvirt.libvirt_helpers import libvirt_driver
+from tests.helpers.libvirt_fixtures import libvirt_driver
+from tests.helpers.names import unique
+from tests.helpers.placement_http import http, put_allocations
+from tests.helpers.placement_snapshot import amounts, class_totals, snapshot
+from tests.helpers.sync import cycle
 
 DOMAINS = ("bbbbbbbb-0000-4000-8000-00000000000a", "bbbbbbbb-0000-4000-8000-00000000000b")
 

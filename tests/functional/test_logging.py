@@ -18,9 +18,9 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from tests.conftest import REPO
-from tests.functional.conftest import free_port
-from tests.functional.test_service import agent, last_cycle, stop, wait_for, write_conf
+from tests.helpers.net import free_port
+from tests.helpers.paths import REPO
+from tests.helpers.service import agent, last_cycle, stop, wait_for, write_conf
 
 
 def test_json_log_file_with_one_request_id_per_cycle(tmp_path):

@@ -15,8 +15,9 @@ import uuid
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.functional.conftest import HEADERS, free_port, http_get
-from tests.functional.test_service import agent, last_cycle, stop, wait_for, write_conf
+from tests.helpers.net import free_port
+from tests.helpers.placement_http import HEADERS, http_get
+from tests.helpers.service import agent, last_cycle, stop, wait_for, write_conf
 
 
 def scrape(url: str) -> dict[str, list]:

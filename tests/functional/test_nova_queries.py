@@ -37,10 +37,10 @@ from urllib.parse import urlencode
 import requests
 
 from drivers.fake import FakeDriver
-from tests.functional.conftest import HEADERS
-from tests.functional.nova_state import write_nova_host
-from tests.functional.test_sync import remote_client
-from tests.functional.test_tracker import Setup
+from tests.helpers.nova_state import write_nova_host
+from tests.helpers.placement_http import HEADERS
+from tests.helpers.sync import remote_client
+from tests.helpers.tracker import Setup
 
 ROOT = "root_required=OWNER_NOVA%2C%21COMPUTE_STATUS_DISABLED"
 PCI_REQUEST = "8f1e9c2a-3b4d-4e5f-8a6b-7c8d9e0f1a2b"
@@ -123,19 +123,13 @@ def candidates(base: str, query: str, root_uuid: str, names: dict[str, str]) -> 
     return out
 
 
-SPARE_NVME = """      - address: "0000:87:00.0"
-        vendor_id: "8086"
-        product_id: "0a54"
-        numa_node: 0
-"""
+SPARE_NVME = {"address": "0000:87:00.0", "vendor_id": "8086", "product_id": "0a54", "numa_node": 0}
 
 
 def agent_host(tmp_path, served, **groups) -> tuple[Setup, dict[str, str]]:
     """big-host with a second, unused NVMe (storage-1 holds the first), one start-up cycle."""
     s = Setup(tmp_path, Served(tmp_path, served), **groups)
-    path = tmp_path / "host.yaml"
-    text = path.read_text().replace("    pci_devices:\n", "    pci_devices:\n" + SPARE_NVME, 1)
-    path.write_text(text)
+    path = s.host.add("pci_devices", SPARE_NVME, position=0).write(s.host_path)
     s.driver = s.tracker.driver = FakeDriver(s.conf, path)
     assert s.cycle(startup=True).ok
     tree = s.report.get_provider_tree_and_ensure_root(s.nodename)

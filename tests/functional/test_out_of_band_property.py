@@ -27,10 +27,9 @@ import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.functional.conftest import HEADERS, http_get
-from tests.functional.test_sync import unique
-from tests.functional.test_tracker import PROJECT, USER, Setup
-from tests.helpers.placement_http import call
+from tests.helpers.names import unique
+from tests.helpers.placement_http import HEADERS, call, http_get
+from tests.helpers.tracker import PROJECT, USER, Setup
 
 KINDS = ("delete", "empty", "rewrite", "move", "drop_devices", "trait_remove", "trait_add")
 OPERATOR_TRAIT = "CUSTOM_OPERATOR_MAINTENANCE_WINDOW"

@@ -10,7 +10,7 @@ import pytest
 
 from agent.cli.main import main
 from agent.service import progress as progress_module
-from tests.conftest import EXAMPLES
+from tests.helpers.paths import EXAMPLES
 
 
 @pytest.mark.parametrize("command", [["sync"], ["reshape"], ["reshape", "--dry-run"]])

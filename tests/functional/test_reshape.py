@@ -7,14 +7,12 @@ the agent reshape, and reads Placement back with plain HTTP.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid as uuidlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
 from agent.model.exceptions import ReshapeFailed
 from agent.placement.report import ReportClient
@@ -22,60 +20,108 @@ from agent.state.store import StateStore
 from agent.tracker.reshape import reshape_node
 from drivers.fake import FakeDriver
 from drivers.records import vf_addresses
-from tests.conftest import REPO, make_conf
-from tests.functional.conftest import HEADERS, ServedPlacement, http_get
-from tests.functional.test_sync import cycle, remote_client, unique
+from tests.helpers.conf import make_conf
+from tests.helpers.hosts import HostDescription
+from tests.helpers.names import unique
+from tests.helpers.placement_http import http, http_get, put_allocations
+from tests.helpers.placement_snapshot import amounts, class_totals, inventories, snapshot
+from tests.helpers.served import ServedPlacement
+from tests.helpers.service import run_cli
+from tests.helpers.sync import cycle, remote_client
 
 M1, M2, M3 = (f"7f0b3c1e-0a3d-4a4b-9f8a-1c2d3e4f5a0{i}" for i in range(1, 4))
 I1, I2, I3, I4, I5 = (f"4f7d1e2a-5b6c-4d8e-9f01-a2b3c4d5e60{i}" for i in range(1, 6))
 VF = vf_addresses("0000:3b:00.0", 1, 128, 1)[0]
 
-HOST = """
-nodes:
-  - nodename: {name}
-    memory_mb: 65536
-    disk_gb: 1000
-    numa_cells:
-      - {{id: 0, vcpus: 16, pcpus: 4, memory_mb: 32768}}
-      - {{id: 1, vcpus: 16, pcpus: 4, memory_mb: 32768}}
-    sriov_pfs:
-      - {{address: "0000:3b:00.0", total_vfs: 8, numa_node: 1, physnet: physnet1}}
-    gpus:
-      - address: "0000:5e:00.0"
-        numa_node: 0
-        mdev_types: [{{id: nvidia-35, available_instances: 2}}]
-        mdevs: [{{uuid: {m1}, type: nvidia-35}}, {{uuid: {m2}, type: nvidia-35}}]
-      - address: "0000:af:00.0"
-        numa_node: 1
-        mdev_types: [{{id: nvidia-35, available_instances: 3}}]
-        mdevs: [{{uuid: {m3}, type: nvidia-35}}]
-    pci_devices:
-      - {{address: "0000:86:00.0", vendor_id: "8086", product_id: "0a54", numa_node: 1}}
-      - {{address: "0000:87:00.0", vendor_id: "8086", product_id: "0a54", numa_node: 0}}
-      - {{address: "0000:88:00.0", vendor_id: "8086", product_id: "0a54"}}
-    instances:
-      - {{uuid: {i1}, project_id: p1, user_id: u1, numa_cells: [0], mdevs: [{m1}],
-          pci_devices: ["0000:87:00.0"], flavor: {{vcpus: 4, memory_mb: 4096, root_gb: 20}}}}
-      - {{uuid: {i2}, project_id: p1, user_id: u1, numa_cells: [0], mdevs: [{m2}],
-          flavor: {{vcpus: 2, memory_mb: 2048, root_gb: 10}}}}
-      - {{uuid: {i3}, project_id: p2, user_id: u2, numa_cells: [1], mdevs: [{m3}],
-          pci_devices: ["{vf}", "0000:86:00.0"],
-          flavor: {{vcpus: 4, memory_mb: 8192, root_gb: 10}}}}
-      - {{uuid: {i4}, project_id: p2, user_id: u2, pinned: true, numa_cells: [0, 1],
-          flavor: {{vcpus: 6, memory_mb: 6144, root_gb: 10}}}}
-      - {{uuid: {i5}, project_id: p2, user_id: u2,
-          flavor: {{vcpus: 2, memory_mb: 1024, root_gb: 5}}}}
-"""
+
+def reshape_host(name: str) -> HostDescription:
+    """Two NUMA cells, a PF, two vGPU GPUs with mdevs, three NVMe; five instances using them."""
+    nvme = {"vendor_id": "8086", "product_id": "0a54"}
+    return HostDescription.of_node(
+        {
+            "nodename": name,
+            "memory_mb": 65536,
+            "disk_gb": 1000,
+            "numa_cells": [
+                {"id": 0, "vcpus": 16, "pcpus": 4, "memory_mb": 32768},
+                {"id": 1, "vcpus": 16, "pcpus": 4, "memory_mb": 32768},
+            ],
+            "sriov_pfs": [
+                {"address": "0000:3b:00.0", "total_vfs": 8, "numa_node": 1, "physnet": "physnet1"}
+            ],
+            "gpus": [
+                {
+                    "address": "0000:5e:00.0",
+                    "numa_node": 0,
+                    "mdev_types": [{"id": "nvidia-35", "available_instances": 2}],
+                    "mdevs": [{"uuid": M1, "type": "nvidia-35"}, {"uuid": M2, "type": "nvidia-35"}],
+                },
+                {
+                    "address": "0000:af:00.0",
+                    "numa_node": 1,
+                    "mdev_types": [{"id": "nvidia-35", "available_instances": 3}],
+                    "mdevs": [{"uuid": M3, "type": "nvidia-35"}],
+                },
+            ],
+            "pci_devices": [
+                {"address": "0000:86:00.0", **nvme, "numa_node": 1},
+                {"address": "0000:87:00.0", **nvme, "numa_node": 0},
+                {"address": "0000:88:00.0", **nvme},
+            ],
+            "instances": [
+                {
+                    "uuid": I1,
+                    "project_id": "p1",
+                    "user_id": "u1",
+                    "numa_cells": [0],
+                    "mdevs": [M1],
+                    "pci_devices": ["0000:87:00.0"],
+                    "flavor": {"vcpus": 4, "memory_mb": 4096, "root_gb": 20},
+                },
+                {
+                    "uuid": I2,
+                    "project_id": "p1",
+                    "user_id": "u1",
+                    "numa_cells": [0],
+                    "mdevs": [M2],
+                    "flavor": {"vcpus": 2, "memory_mb": 2048, "root_gb": 10},
+                },
+                {
+                    "uuid": I3,
+                    "project_id": "p2",
+                    "user_id": "u2",
+                    "numa_cells": [1],
+                    "mdevs": [M3],
+                    "pci_devices": [VF, "0000:86:00.0"],
+                    "flavor": {"vcpus": 4, "memory_mb": 8192, "root_gb": 10},
+                },
+                {
+                    "uuid": I4,
+                    "project_id": "p2",
+                    "user_id": "u2",
+                    "pinned": True,
+                    "numa_cells": [0, 1],
+                    "flavor": {"vcpus": 6, "memory_mb": 6144, "root_gb": 10},
+                },
+                {
+                    "uuid": I5,
+                    "project_id": "p2",
+                    "user_id": "u2",
+                    "flavor": {"vcpus": 2, "memory_mb": 1024, "root_gb": 5},
+                },
+            ],
+        }
+    )
+
+
 GPU_A, GPU_B = "0000_5e_00_0", "0000_af_00_0"
 PCI_CLASS = "CUSTOM_PCI_8086_0A54"
 
 
-def write_host(tmp_path: Path, name: str, text: str = HOST) -> Path:
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(
-        text.format(name=name, m1=M1, m2=M2, m3=M3, i1=I1, i2=I2, i3=I3, i4=I4, i5=I5, vf=VF)
-    )
-    return path
+def write_host(
+    tmp_path: Path, name: str, build: Callable[[str], HostDescription] = reshape_host
+) -> Path:
+    return build(name).write(tmp_path / f"{name}.yaml")
 
 
 def driver_for(tmp_path: Path, host: Path, *, numa=False, mdev=True, renames=()) -> FakeDriver:
@@ -93,75 +139,6 @@ def new_report(placement, tmp_path: Path) -> ReportClient:
 
 
 # -- plain HTTP helpers -------------------------------------------------------------
-
-
-def http(base: str, method: str, path: str, body: Any = None) -> requests.Response:
-    resp = requests.request(method, base + path, headers=HEADERS, json=body, timeout=30)
-    assert resp.status_code < 400, f"{method} {path}: {resp.status_code} {resp.text}"
-    return resp
-
-
-def put_allocations(base: str, consumer: str, per_rp: dict[str, dict[str, int]], project="p"):
-    """A consumer's allocations as another service (or nova, long ago) wrote them."""
-    current = http_get(base, f"/allocations/{consumer}")
-    http(
-        base,
-        "PUT",
-        f"/allocations/{consumer}",
-        {
-            "allocations": {rp: {"resources": r} for rp, r in per_rp.items()},
-            "project_id": project,
-            "user_id": "u",
-            "consumer_generation": current.get("consumer_generation"),
-            "consumer_type": "INSTANCE",
-        },
-    )
-
-
-def snapshot(base: str, root: str) -> dict[str, Any]:
-    """Everything Placement holds for one tree: providers (with generations) and allocations."""
-    listed = http_get(base, "/resource_providers", in_tree=root)["resource_providers"]
-    providers, consumers = {}, set()
-    for p in listed:
-        u = p["uuid"]
-        providers[u] = {
-            "name": p["name"],
-            "parent": p["parent_provider_uuid"],
-            "generation": p["generation"],
-            "inventories": http_get(base, f"/resource_providers/{u}/inventories")["inventories"],
-            "traits": sorted(http_get(base, f"/resource_providers/{u}/traits")["traits"]),
-            "aggregates": http_get(base, f"/resource_providers/{u}/aggregates")["aggregates"],
-        }
-        consumers |= set(http_get(base, f"/resource_providers/{u}/allocations")["allocations"])
-    allocations = {c: http_get(base, f"/allocations/{c}") for c in sorted(consumers)}
-    return {"providers": providers, "allocations": allocations}
-
-
-def amounts(snap: dict[str, Any]) -> dict[str, dict[str, dict[str, int]]]:
-    """``{consumer: {provider name: {class: amount}}}`` of a snapshot."""
-    names = {u: p["name"] for u, p in snap["providers"].items()}
-    return {
-        c: {names.get(rp, rp): a["resources"] for rp, a in rec["allocations"].items()}
-        for c, rec in snap["allocations"].items()
-    }
-
-
-def class_totals(snap: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """``{consumer: {class: total}}``: what a reshape must conserve."""
-    out: dict[str, dict[str, int]] = {}
-    for c, rec in snap["allocations"].items():
-        for a in rec["allocations"].values():
-            for rc, n in a["resources"].items():
-                out.setdefault(c, {})[rc] = out.get(c, {}).get(rc, 0) + n
-    return out
-
-
-def inventories(snap: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """``{provider name: {class: total}}``."""
-    return {
-        p["name"]: {rc: i["total"] for rc, i in p["inventories"].items()}
-        for p in snap["providers"].values()
-    }
 
 
 def root_of(base: str, name: str) -> str:
@@ -415,25 +392,31 @@ def test_conflicts_on_every_attempt_fail_and_leave_placement_as_it_was(embedded,
 
 # -- a reshape that cannot fit ----------------------------------------------------------------
 
-TIGHT_HOST = """
-nodes:
-  - nodename: {name}
-    memory_mb: 32768
-    disk_gb: 100
-    numa_cells:
-      - {{id: 0, vcpus: 8, memory_mb: 16384}}
-      - {{id: 1, vcpus: 8, memory_mb: 16384}}
-    instances:
-      - {{uuid: {i1}, project_id: p, user_id: u, numa_cells: [0],
-          flavor: {{vcpus: 2, memory_mb: 10240}}}}
-      - {{uuid: {i2}, project_id: p, user_id: u, numa_cells: [0],
-          flavor: {{vcpus: 2, memory_mb: 10240}}}}
-"""
+
+def tight_host(name: str) -> HostDescription:
+    """Two NUMA cells of 16 GiB; two instances of 10 GiB each pinned to cell 0."""
+    instance = {"project_id": "p", "user_id": "u", "numa_cells": [0]}
+    flavor = {"vcpus": 2, "memory_mb": 10240}
+    return HostDescription.of_node(
+        {
+            "nodename": name,
+            "memory_mb": 32768,
+            "disk_gb": 100,
+            "numa_cells": [
+                {"id": 0, "vcpus": 8, "memory_mb": 16384},
+                {"id": 1, "vcpus": 8, "memory_mb": 16384},
+            ],
+            "instances": [
+                {"uuid": I1, **instance, "flavor": flavor},
+                {"uuid": I2, **instance, "flavor": flavor},
+            ],
+        }
+    )
 
 
 def tight_setup(base: str, tmp_path: Path, report: ReportClient, name: str) -> tuple[Path, str]:
     """Two instances pinned to cell 0 with 20 GiB between them: fits flat, not on cell 0."""
-    host = write_host(tmp_path, name, TIGHT_HOST)
+    host = write_host(tmp_path, name, tight_host)
     flat = driver_for(tmp_path, host)
     cycle(report, flat, name)
     allocate_instances(base, flat, report, name)
@@ -450,17 +433,6 @@ def test_a_reshape_that_cannot_fit_fails_and_changes_nothing(embedded, tmp_path)
         reshape_node(report, driver_for(tmp_path, host, numa=True), name)
     assert "POST /reshaper" in str(err.value) and "docs/reshape.md" in str(err.value)
     assert snapshot(base, root) == before  # generations included
-
-
-def agent_cli(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "agent.cli.main", *argv],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
 
 
 def agent_conf(tmp_path: Path, host: Path, extra: str = "", served: ServedPlacement | None = None):
@@ -486,7 +458,7 @@ def test_commands_exit_5_when_the_reshape_cannot_fit(served, tmp_path):
     before = snapshot(served.url, root)
     conf = agent_conf(tmp_path, host, "[numa]\nmodel_in_placement = true\n", served)
     for argv in (("reshape",), ("sync", "--once")):
-        proc = agent_cli(*argv, "--config", str(conf))
+        proc = run_cli(*argv, "--config", str(conf))
         assert proc.returncode == 5, proc.stdout + proc.stderr
         assert "reshape failed" in proc.stdout + proc.stderr
         assert "Unable to allocate inventory" in proc.stdout + proc.stderr
@@ -506,7 +478,7 @@ def test_offline_reshape_on_the_placement_database_and_its_dry_run(served, tmp_p
 
     db = f"sqlite:///{served.state / 'placement.sqlite'}"
     conf = agent_conf(tmp_path, write_host(tmp_path, name))
-    dry = agent_cli("reshape", "--dry-run", "--placement-db", db, "--config", str(conf))
+    dry = run_cli("reshape", "--dry-run", "--placement-db", db, "--config", str(conf))
     assert dry.returncode == 0, dry.stderr
     out = dry.stdout
     assert f"node {name}: reshape needed" in out and "VGPU: " in out
@@ -526,10 +498,10 @@ def test_offline_reshape_on_the_placement_database_and_its_dry_run(served, tmp_p
     assert "allocations (would move, 3 consumers)" in out
 
     # the dry run wrote nothing: the real run still has the whole reshape to do
-    done = agent_cli("reshape", "--placement-db", db, "--config", str(conf))
+    done = run_cli("reshape", "--placement-db", db, "--config", str(conf))
     assert done.returncode == 0, done.stderr
     assert f"node {name}: reshape done" in done.stdout and "1 POST /reshaper" in done.stdout
-    again = agent_cli("reshape", "--placement-db", db, "--config", str(conf))
+    again = run_cli("reshape", "--placement-db", db, "--config", str(conf))
     assert again.returncode == 0 and f"node {name}: no reshape needed" in again.stdout
 
     served.start()
@@ -545,10 +517,10 @@ def test_offline_reshape_refuses_a_database_without_placement(tmp_path):
     empty = tmp_path / "not-placement.sqlite"
     empty.write_bytes(b"")
     conf = agent_conf(tmp_path, write_host(tmp_path, "cn"))
-    proc = agent_cli("reshape", "--placement-db", f"sqlite:///{empty}", "--config", str(conf))
+    proc = run_cli("reshape", "--placement-db", f"sqlite:///{empty}", "--config", str(conf))
     assert proc.returncode == 2
     assert "no Placement schema" in proc.stderr
-    missing = agent_cli(
+    missing = run_cli(
         "reshape", "--placement-db", f"sqlite:///{tmp_path}/nope.sqlite", "--config", str(conf)
     )
     assert missing.returncode == 2 and "no such file" in missing.stderr

@@ -9,79 +9,15 @@ start again.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
 
-import pytest
 import requests
 
-from tests.conftest import EXAMPLES, REPO
-from tests.functional.conftest import free_port, http_get
-
-
-def write_conf(path: Path, state: Path, *sections: str, **default: object) -> Path:
-    lines = [f"[DEFAULT]\nstate_path = {state}\nupdate_jitter = 0\n"]
-    lines += [f"{k} = {v}\n" for k, v in default.items()]
-    lines += [
-        "[compute]\ndriver = fake\n",
-        f"[fake]\nhost_file = {EXAMPLES / 'big-host.yaml'}\n",
-        "[devices]\nenabled_mdev_types = nvidia-35,nvidia-36\n",
-        "[metrics]\nlisten =\n",
-    ]
-    text = "".join(lines) + "".join(f"{s.strip()}\n" for s in sections)
-    path.write_text(text)
-    return path
-
-
-def agent(*args: str, env: dict[str, str] | None = None, log: Path | None = None):
-    out = open(log, "w") if log else subprocess.DEVNULL
-    return subprocess.Popen(
-        [sys.executable, "-m", "agent.cli.main", *args],
-        cwd=REPO,
-        stdout=out,
-        stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
-        env={**os.environ, **(env or {})},
-    )
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "agent.cli.main", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
-def wait_for(what: str, check, timeout: float = 60.0, proc=None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        if proc is not None and proc.poll() is not None:
-            pytest.fail(f"the agent exited ({proc.returncode}) while waiting for {what}")
-        time.sleep(0.1)
-    pytest.fail(f"timed out waiting for {what}")
-
-
-def last_cycle(state: Path) -> dict | None:
-    try:
-        return json.loads((state / "last_cycle.json").read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def stop(proc: subprocess.Popen) -> int:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    return proc.wait(timeout=60)
+from tests.helpers.net import free_port
+from tests.helpers.placement_http import http_get
+from tests.helpers.service import agent, last_cycle, run_cli, stop, wait_for, write_conf
 
 
 def test_run_once_then_status_codes(tmp_path):

@@ -25,10 +25,11 @@ from agent.service.daemon import Service
 from agent.state.store import StateStore, record_age
 from agent.tracker.cycle import ResourceTracker
 from drivers.host import HostDriver
-from tests.conftest import EXAMPLES, REPO
-from tests.functional.test_service import agent, last_cycle, run_cli, wait_for, write_conf
-from tests.functional.test_sync import host_file, unique
+from tests.helpers.hosts import SMALL_HOST, host_file
 from tests.helpers.keystone import keystone
+from tests.helpers.names import unique
+from tests.helpers.paths import REPO
+from tests.helpers.service import agent, last_cycle, run_cli, wait_for, write_conf
 
 FIXTURES = REPO / "tests" / "fixtures"
 
@@ -173,7 +174,7 @@ def test_a_sysfs_file_broken_then_fixed_costs_one_cycle_and_no_traceback(
 
 
 def test_a_reload_with_a_broken_host_file_keeps_the_running_components(tmp_path, embedded):
-    host = host_file(tmp_path, unique("reload"), EXAMPLES / "small-host.yaml")
+    host = host_file(tmp_path, unique("reload"), SMALL_HOST)
     good = host.read_text()
     conf_path = inprocess_conf(tmp_path, embedded, host)
     service = Service(lambda: agent_config.load([str(conf_path)]), install_signals=False)
@@ -237,7 +238,7 @@ def served_conf(tmp_path: Path, url: str, name: str, **default: object) -> Path:
 def owned_names(url: str) -> dict[str, bool]:
     """``{provider name: carries the owner trait}`` of every provider Placement holds."""
     from agent.shape.layout import OWNER_TRAIT
-    from tests.functional.conftest import http_get
+    from tests.helpers.placement_http import http_get
 
     out = {}
     for p in http_get(url, "/resource_providers")["resource_providers"]:

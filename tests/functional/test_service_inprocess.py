@@ -19,7 +19,8 @@ from agent.service import progress as progress_module
 from agent.service.daemon import Service
 from drivers.fake import FakeDriver
 from drivers.host.hotplug import HotplugMonitor
-from tests.functional.test_sync import host_file, unique
+from tests.helpers.hosts import host_file
+from tests.helpers.names import unique
 
 
 class WatchedFakeDriver(FakeDriver):

@@ -19,10 +19,9 @@ from agent.state.store import StateStore
 from agent.tracker.cycle import ResourceTracker
 from drivers.fake import FakeDriver
 from drivers.records import Flavor, Instance
-from tests.functional.conftest import http_get
-from tests.functional.test_sync import unique
-from tests.functional.test_tracker import PROJECT, USER, Setup
-from tests.helpers.placement_http import call
+from tests.helpers.names import unique
+from tests.helpers.placement_http import call, http_get
+from tests.helpers.tracker import PROJECT, USER, Setup
 
 
 @pytest.fixture
@@ -285,10 +284,7 @@ class SharingDriver(FakeDriver):
 
 def on_shared_storage(s: Setup) -> Setup:
     """The setup's host with its instance disks on shared storage."""
-    path = s.driver.host_file
-    text = open(path).read().replace("disk_gb: 3500", "disk_gb: 3500\n    shared_storage: true")
-    with open(path, "w") as f:
-        f.write(text)
+    s.host.set("shared_storage", True).write(s.host_path)
     s.driver.reload()
     return s
 

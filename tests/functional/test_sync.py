@@ -13,26 +13,20 @@ import requests
 from wsgi_intercept.interceptor import RequestsInterceptor
 
 from agent.cli.render import json_document
-from agent.conf import config as agent_config
 from agent.model.allocations import ConsumerAllocations
 from agent.placement.client import PlacementClient
 from agent.placement.embedded import NOAUTH_HEADERS, placement_app
 from agent.placement.errors import MicroversionTooLow, PlacementUnavailable
 from agent.placement.report import ReportClient, RootConflict
-from agent.placement.session import client_from_conf
 from agent.state.store import StateStore
 from agent.tracker.discovery import discover
 from drivers.fake import FakeDriver
-from tests.conftest import EXAMPLES, REPO, make_conf
-from tests.functional.conftest import HEADERS, http_get
-
-
-def host_file(tmp_path, nodename: str, src=EXAMPLES / "big-host.yaml"):
-    """The example host under a nodename of the test's own (the in-process DB is shared)."""
-    text = src.read_text().replace("big-host", nodename).replace("small-host", nodename)
-    path = tmp_path / f"{nodename}.yaml"
-    path.write_text(text)
-    return path
+from tests.helpers.conf import make_conf
+from tests.helpers.hosts import host_file
+from tests.helpers.names import unique
+from tests.helpers.paths import EXAMPLES, REPO
+from tests.helpers.placement_http import HEADERS, http_get
+from tests.helpers.sync import cycle, remote_client
 
 
 def fake(tmp_path, nodename, **groups):
@@ -43,30 +37,6 @@ def fake(tmp_path, nodename, **groups):
         **groups,
     )
     return conf, FakeDriver(conf, host_file(tmp_path, nodename))
-
-
-def cycle(report: ReportClient, driver, nodename: str):
-    tree = report.get_provider_tree_and_ensure_root(nodename)
-    driver.update_provider_tree(tree, nodename)
-    return report.update_from_provider_tree(tree)
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuidlib.uuid4().hex[:8]}"
-
-
-def remote_client(tmp_path, url: str, *extra: str) -> PlacementClient:
-    """A client configured as docs/placement.md tells operators of a noauth2 Placement.
-
-    ``extra``: more ``[placement]`` lines, e.g. ``"request_retries = 1"``.
-    """
-    path = tmp_path / "remote.conf"
-    path.write_text(
-        f"[DEFAULT]\nstate_path = {tmp_path / 'state'}\n"
-        f"[placement]\nauth_type = admin_token\nendpoint = {url}\ntoken = admin\n"
-        "noauth_roles = admin,service\n" + "".join(f"{line}\n" for line in extra)
-    )
-    return client_from_conf(agent_config.load([str(path)]))
 
 
 def check_matches_discover(base_url: str, tmp_path, driver, nodename: str) -> None:

@@ -1,6 +1,6 @@
 """Taking over a nova-compute host: nova 34's Placement state, one start-up cycle, real Placement.
 
-The state is :mod:`tests.functional.nova_state` (nova's random root UUID,
+The state is :mod:`tests.helpers.nova_state` (nova's random root UUID,
 OWNER_NOVA, vGPU and PCI-in-placement children, instance and migration
 allocations). After one start-up cycle of the agent on the same hardware:
 no provider is duplicated (each of nova's keeps its UUID), no allocation is
@@ -19,10 +19,12 @@ import pytest
 from agent.model import ownership
 from agent.tracker.cycle import ResourceTracker
 from drivers.fake import FakeDriver
-from tests.conftest import EXAMPLES, REPO, make_conf
-from tests.functional.conftest import http_get
-from tests.functional.nova_state import write_nova_host
-from tests.functional.test_tracker import Setup
+from tests.helpers.conf import make_conf
+from tests.helpers.hosts import BIG_HOST, EXAMPLE_PREFIX, HostDescription
+from tests.helpers.nova_state import write_nova_host
+from tests.helpers.paths import REPO
+from tests.helpers.placement_http import http_get
+from tests.helpers.tracker import Setup
 
 GROUPS = {
     "numa": {"model_in_placement": False},
@@ -131,10 +133,8 @@ def test_nova_children_without_owner_trait_are_recognised(nova_host, caplog):
 
 def test_adopt_dry_run_says_what_is_taken_over_and_writes_nothing(tmp_path, served):
     """``compute-agent adopt --dry-run`` on Placement's database as nova left it."""
-    host = tmp_path / "host.yaml"
-    prefix = "4f7d1e2a-5b6c-4d8e-9f01-a2b3c4d5e6"
-    host.write_text((EXAMPLES / "big-host.yaml").read_text().replace("big-host", "cn-nova"))
-    nova = write_nova_host(served.url, "cn-nova", prefix)
+    host = HostDescription.load(BIG_HOST).rename("cn-nova").write(tmp_path / "host.yaml")
+    nova = write_nova_host(served.url, "cn-nova", EXAMPLE_PREFIX)
     unowned = nova.uuids["cn-nova_pci_0000_af_00_0"]
     current = http_get(served.url, f"/resource_providers/{unowned}/traits")
     nova.call(

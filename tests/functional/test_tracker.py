@@ -17,68 +17,13 @@ import requests
 from agent.model.exceptions import CapacityExceeded
 from agent.placement.report import ReportClient
 from agent.shape.layout import OWNER_TRAIT
-from agent.state.store import StateStore
 from agent.tracker.cycle import ResourceTracker
 from drivers.fake import FakeDriver
 from drivers.records import Flavor, Instance
-from tests.conftest import EXAMPLES, make_conf
-from tests.functional.conftest import HEADERS, http_get
-from tests.functional.test_sync import unique
-
-EXAMPLE_PREFIX = "4f7d1e2a-5b6c-4d8e-9f01-a2b3c4d5e6"
-PROJECT = "0c4e2f1a3b5d4c6e8f9a0b1c2d3e4f50"
-USER = "a1b2c3d4e5f60718293a4b5c6d7e8f90"
-
-
-class Setup:
-    """A fake node from examples/big-host.yaml with its own name and instance UUIDs."""
-
-    def __init__(self, tmp_path, embedded, driver_cls=FakeDriver, nodes=1, **groups) -> None:
-        self.nodename = unique("rt")
-        self.prefix = str(uuidlib.uuid4())[:-2]
-        text = (EXAMPLES / "big-host.yaml").read_text().replace(EXAMPLE_PREFIX, self.prefix)
-        body = text.split("nodes:\n", 1)[1]
-        parts = []
-        self.nodenames = []
-        for i in range(nodes):
-            name = self.nodename if i == 0 else f"{self.nodename}-{i}"
-            node_prefix = self.prefix if i == 0 else str(uuidlib.uuid4())[:-2]
-            parts.append(body.replace("big-host", name).replace(self.prefix, node_prefix))
-            self.nodenames.append(name)
-        path = tmp_path / "host.yaml"
-        path.write_text("nodes:\n" + "".join(parts))
-        groups.setdefault("numa", {"model_in_placement": True})
-        groups.setdefault("devices", {"enabled_mdev_types": ["nvidia-35", "nvidia-36"]})
-        self.conf = make_conf(tmp_path, **groups)
-        self.driver = driver_cls(self.conf, path)
-        self.client = embedded.client()
-        self.state = StateStore(tmp_path / "state")
-        self.report = ReportClient(self.client, self.state, sleep=lambda _s: None)
-        self.now = 1_000_000.0
-        self.tracker = ResourceTracker(
-            self.conf, self.driver, self.report, self.state, clock=lambda: self.now
-        )
-        self.driver.tracker = self.tracker
-        self.base = embedded.url
-
-    def inst(self, n: int) -> str:
-        return f"{self.prefix}{n:02d}"
-
-    def uuid(self, name: str) -> str:
-        return self.report.get_provider_tree_and_ensure_root(self.nodename).data(name).uuid
-
-    def held(self, consumer: str) -> dict[str, dict[str, int]]:
-        """``{provider name: resources}`` that Placement holds for ``consumer`` (plain HTTP)."""
-        body = http_get(self.base, f"/allocations/{consumer}")
-        names = {
-            p["uuid"]: p["name"]
-            for p in http_get(self.base, "/resource_providers")["resource_providers"]
-        }
-        return {names[rp]: a["resources"] for rp, a in body["allocations"].items()}
-
-    def cycle(self, startup: bool = False):
-        outcome = self.tracker.update_available_resource(startup)
-        return outcome
+from tests.helpers.conf import make_conf
+from tests.helpers.names import unique
+from tests.helpers.placement_http import HEADERS, http_get
+from tests.helpers.tracker import PROJECT, USER, Setup
 
 
 @pytest.fixture
@@ -407,10 +352,7 @@ def test_startup_cycle_reshapes_and_a_later_cycle_refuses_to(tmp_path, embedded)
 def test_shared_storage_disk_goes_to_the_sharing_provider_found_once(tmp_path, embedded):
     """DISK_GB on shared storage: against the provider sharing it by aggregate."""
     s = Setup(tmp_path, embedded)
-    text = (tmp_path / "host.yaml").read_text()
-    (tmp_path / "host.yaml").write_text(
-        text.replace("disk_gb: 3500", "disk_gb: 3500\n    shared_storage: true")
-    )
+    s.host.set("shared_storage", True).write(s.host_path)
     s.driver.reload()
     assert s.cycle(startup=True).ok
     root = s.uuid(s.nodename)

@@ -1,1 +1,13 @@
-"""Helpers shared by test modules (test modules do not import each other's helpers)."""
+"""Code the test suites share; test modules never import each other (see test_test_layout.py).
+
+One module per job: ``paths`` (repository files), ``conf`` (configuration
+without a file), ``net`` (loopback ports), ``names`` (names of a test's own),
+``hosts`` (fake host descriptions built as data), ``placement_http`` (plain
+HTTP to Placement), ``placement_snapshot`` (a provider tree read back whole),
+``served`` (Placement in a subprocess), ``keystone`` (a keystone stand-in),
+``faults`` (fault injection), ``sync`` (one provider-tree sync in-process),
+``tracker`` (the resource tracker on a fake node), ``service`` (the agent as a
+process), ``nova_state`` (Placement as nova-compute leaves it), ``nova_cell``
+(a nova cell database), ``libvirt_fixtures`` and ``sysfs_fixtures`` (the
+libvirt and host drivers on tests/fixtures).
+"""

@@ -11,7 +11,7 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from tests.functional.conftest import free_port
+from tests.helpers.net import free_port
 
 
 def keystone(mode: str) -> ThreadingHTTPServer:

@@ -13,7 +13,7 @@ from agent.cli.main import main
 from agent.model.provider_tree import child_uuid, default_root_uuid
 from agent.shape.layout import OWNER_TRAIT
 from agent.state.store import StateStore
-from tests.conftest import EXAMPLES, REPO
+from tests.helpers.paths import EXAMPLES, REPO
 
 SMALL_ROOT = default_root_uuid("small-host")
 BIG_ROOT = default_root_uuid("big-host")

@@ -18,7 +18,7 @@ import pytest
 
 from agent.cli.commands import common
 from agent.cli.main import _commands, build_parser, main
-from tests.conftest import EXAMPLES, REPO
+from tests.helpers.paths import EXAMPLES, REPO
 
 BIG = str(EXAMPLES / "big-host.yaml")
 ANSI = re.compile(r"\x1b\[")

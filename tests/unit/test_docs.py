@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from agent.conf import config as agent_config
-from tests.conftest import REPO
+from tests.helpers.paths import REPO
 
 
 def test_every_option_is_documented():

@@ -9,7 +9,7 @@ import subprocess
 from prometheus_client import Counter, Histogram
 
 from agent.service.metrics import AgentMetrics
-from tests.conftest import REPO
+from tests.helpers.paths import REPO
 
 SERVICE_MD = (REPO / "docs" / "service.md").read_text()
 

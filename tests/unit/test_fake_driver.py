@@ -10,7 +10,7 @@ from drivers import load_driver
 from drivers.fake import FakeDriver
 from drivers.fake_host import load_host_description, parse_host_description
 from drivers.records import Flavor, Gpu, Instance, MdevType, PciDevice, SriovPF
-from tests.conftest import EXAMPLES
+from tests.helpers.paths import EXAMPLES
 
 SMALL = EXAMPLES / "small-host.yaml"
 BIG = EXAMPLES / "big-host.yaml"

@@ -7,7 +7,7 @@ import os
 
 from agent.conf import config as agent_config
 from agent.conf import logs
-from tests.conftest import make_conf
+from tests.helpers.conf import make_conf
 
 
 def test_debug_turns_on_the_agent_not_the_libraries(tmp_path):

@@ -7,7 +7,7 @@ import sqlalchemy as sa
 
 from agent.model.exceptions import ConfigError
 from agent.nova_import import db
-from tests.nova_cell import build_cell
+from tests.helpers.nova_cell import build_cell
 
 
 def test_sqlite_is_opened_read_only(tmp_path):

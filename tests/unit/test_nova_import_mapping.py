@@ -15,7 +15,7 @@ from agent.nova_import.instances import consumers, instance_record
 from agent.nova_import.nodes import compute_node, pci_records
 from agent.nova_import.novajson import flavor_column, host_numa_cells, instance_numa, pci_pools
 from agent.nova_import.refusal import RowRefused
-from tests.nova_cell import NOVA_JSON
+from tests.helpers.nova_cell import NOVA_JSON
 
 
 def node_row(**cols):

@@ -11,7 +11,8 @@ from agent.cli.main import main
 from agent.conf import logs
 from agent.service import progress as progress_module
 from agent.service.progress import Progress
-from tests.conftest import REPO, make_conf
+from tests.helpers.conf import make_conf
+from tests.helpers.paths import REPO
 
 
 def wait_until(check, timeout: float = 20.0) -> None:

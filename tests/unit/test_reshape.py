@@ -34,8 +34,8 @@ from drivers.records import (
     NumaCell,
     PciDevice,
 )
-from tests.conftest import make_conf
-from tests.unit.host.host_fixture_helpers import make_conf as host_conf
+from tests.helpers.conf import make_conf
+from tests.helpers.sysfs_fixtures import make_conf as host_conf
 
 ROOT = "9b0c2d4e-6f8a-4b1c-9d2e-3f4a5b6c7d8e"
 SHARING = "5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b"

@@ -22,7 +22,7 @@ import pytest
 
 from agent.cli.commands.common import EXIT_BAD_INPUT, EXIT_RESHAPE_FAILED, EXIT_RESHAPE_NEEDED
 from agent.conf import config as agent_config
-from tests.conftest import EXAMPLES, REPO
+from tests.helpers.paths import EXAMPLES, REPO
 
 SYSTEMD = REPO / "systemd"
 UNIT = SYSTEMD / "compute-agent.service"

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 import pytest
-from host_fixture_helpers import make_conf
+
+from tests.helpers.sysfs_fixtures import make_conf
 
 
 @pytest.fixture

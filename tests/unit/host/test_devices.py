@@ -27,7 +27,7 @@ from drivers.records import (
     REASON_PARENT_NOT_OFFERED,
     REASON_VF_OF_OFFERED,
 )
-from tests.conftest import REPO
+from tests.helpers.paths import REPO
 
 SYSFS = REPO / "tests" / "fixtures" / "sysfs"
 PCI_IDS = REPO / "tests" / "fixtures" / "pci-ids" / "pci.ids"

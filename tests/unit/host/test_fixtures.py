@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import psutil
 import pytest
-from host_fixture_helpers import tree_of
 
 from drivers.host import HostDriver
 from drivers.host.discovery import discover_host
 from drivers.host.settings import settings_from_conf
+from tests.helpers.sysfs_fixtures import tree_of
 
 
 def disk_gb(tmp_path) -> int:

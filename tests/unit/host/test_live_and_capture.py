@@ -7,7 +7,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-from host_fixture_helpers import FIXTURES, make_conf
 
 from agent.model.exceptions import ConfigError
 from drivers.host.capture import capture
@@ -16,6 +15,8 @@ from drivers.host.memory import discover_memory
 from drivers.host.pci import PCI_DIR, enumerate_pci, read_pci_functions
 from drivers.host.settings import HostSettings, settings_from_conf
 from drivers.host.sysfs import SysfsReader
+from tests.helpers.paths import SYSFS as FIXTURES
+from tests.helpers.sysfs_fixtures import make_conf
 
 
 class ListingReader(SysfsReader):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from host_fixture_helpers import make_conf
 
 from agent.conf import config
 from agent.model.exceptions import ConfigError
@@ -12,6 +11,7 @@ from drivers.host.cpu import cpu_flag_traits, split_cpus
 from drivers.host.cpuset import format_cpu_set, parse_cpu_spec, parse_cpulist
 from drivers.host.device_spec import parse_address, parse_device_spec
 from drivers.host.pci import PciFunction
+from tests.helpers.sysfs_fixtures import make_conf
 
 
 def test_cpu_spec_syntax():

@@ -14,7 +14,6 @@ import shutil
 
 import libvirt
 import pytest
-from libvirt_helpers import LIBVIRT, laid_out, libvirt_driver, make_conf, tree_view
 
 from agent.model.exceptions import ConfigError
 from drivers.libvirt import LibvirtDriver
@@ -29,6 +28,8 @@ from drivers.libvirt.domain import parse_domain
 from drivers.libvirt.metadata import read_metadata
 from drivers.libvirt.nodedev import assemble, parse_node_device
 from drivers.libvirt.xmlutil import LibvirtXMLError, parse_xml
+from tests.helpers.libvirt_fixtures import laid_out, libvirt_driver, make_conf, tree_view
+from tests.helpers.paths import LIBVIRT
 
 
 def test_open_failure_backs_off_then_next_cycle_retries(tmp_path, caplog):

@@ -11,18 +11,17 @@ Capabilities come from ``capabilities.xml`` (see test_libvirt_numa_sriov.py).
 
 from __future__ import annotations
 
-from libvirt_helpers import (
-    SYSFS,
+from agent.conf import config
+from agent.tracker.discovery import discover_node
+from drivers.host import HostDriver
+from tests.helpers.libvirt_fixtures import (
     allocations_by_name,
     hardware_view,
     laid_out,
     libvirt_driver,
     tree_view,
 )
-
-from agent.conf import config
-from agent.tracker.discovery import discover_node
-from drivers.host import HostDriver
+from tests.helpers.paths import SYSFS
 
 GROUPS = {
     "devices": {"enabled_mdev_types": ["nvidia-35", "nvidia-36"]},

@@ -14,12 +14,13 @@ domain is made by ``virDomainDestroy`` on the driver's own connection.
 from __future__ import annotations
 
 import psutil
-from libvirt_helpers import SYSFS, allocations_by_name, laid_out, libvirt_driver, tree_view
 
 from agent.cli.render import discover_record
 from agent.conf import config
 from agent.shape.layout import desired_providers
 from drivers.host import HostDriver
+from tests.helpers.libvirt_fixtures import allocations_by_name, laid_out, libvirt_driver, tree_view
+from tests.helpers.paths import SYSFS
 
 NVME = '{"vendor_id": "8086", "product_id": "0a54"}'
 PF = '{"devname": "ens2f0", "physical_network": "physnet1"}'

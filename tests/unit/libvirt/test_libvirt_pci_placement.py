@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from libvirt_helpers import ROOT_UUID, laid_out, libvirt_driver, tree_view
-
 from agent.model import ownership
 from agent.model.provider_tree import ProviderTree
+from tests.helpers.libvirt_fixtures import ROOT_UUID, laid_out, libvirt_driver, tree_view
 
 
 def test_vfs_without_physnet_get_novas_provider_with_the_vf_class(tmp_path):

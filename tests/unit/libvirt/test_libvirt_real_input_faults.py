@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from libvirt_helpers import laid_out, libvirt_driver, tree_view
-
 from agent.cli import main as cli
+from tests.helpers.libvirt_fixtures import laid_out, libvirt_driver, tree_view
 
 NODE = """<node>
   <cpu><nodes>2</nodes><sockets>2</sockets><cores>2</cores><threads>1</threads>

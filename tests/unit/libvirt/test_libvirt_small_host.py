@@ -12,9 +12,14 @@ from __future__ import annotations
 
 import math
 
-from libvirt_helpers import ROOT_UUID, allocations_by_name, laid_out, libvirt_driver, tree_view
-
 from agent.cli.render import discover_record
+from tests.helpers.libvirt_fixtures import (
+    ROOT_UUID,
+    allocations_by_name,
+    laid_out,
+    libvirt_driver,
+    tree_view,
+)
 
 UNOWNED = {"project_id": "unowned", "user_id": "unowned"}
 

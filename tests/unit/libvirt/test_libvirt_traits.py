@@ -8,7 +8,6 @@ virConnectGetDomainCapabilities; the numa-sriov fixture's saved
 from __future__ import annotations
 
 import pytest
-from libvirt_helpers import LIBVIRT, laid_out, libvirt_driver
 
 from agent.model.exceptions import ConfigError
 from drivers.libvirt.traits import (
@@ -16,6 +15,8 @@ from drivers.libvirt.traits import (
     capability_traits,
     parse_domain_capabilities,
 )
+from tests.helpers.libvirt_fixtures import laid_out, libvirt_driver
+from tests.helpers.paths import LIBVIRT
 
 DOMCAPS = LIBVIRT / "numa-sriov" / "domcapabilities.xml"
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import requests
 
-from tests.functional.conftest import HEADERS
+from tests.helpers.placement_http import HEADERS
 
 VDI_OWNER = ("0c4e2f1a3b5d4c6e8f9a0b1c2d3e4f50", "a1b2c3d4e5f60718293a4b5c6d7e8f90")
 NFV_OWNER = ("3e5f7a9b1c2d4e6f8a0b2c4d6e8f0a1b", "b2c3d4e5f6a7489aab1c2d3e4f5a6b7c")

@@ -1,4 +1,4 @@
-"""Shared helpers of the libvirt driver tests: configuration, trees and allocations.
+"""The libvirt driver on tests/fixtures/libvirt: configuration, trees and allocations.
 
 Every test runs the real libvirt library through its test driver
 (``test:///abs/path/host.xml``, in-process, no daemon).
@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from oslo_config import cfg
+
 from agent.cli.render import discover_record
 from agent.conf import config
 from agent.model.provider_tree import ProviderTree
 from agent.shape import layout
 from drivers.libvirt import LibvirtDriver
+from tests.helpers.paths import LIBVIRT
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
-LIBVIRT = FIXTURES / "libvirt"
-SYSFS = FIXTURES / "sysfs"
 ROOT_UUID = "00000000-0000-0000-0000-0000000000c1"
 # The layout marks providers it made with an ownership trait; not hardware.
 OWNED = {layout.OWNER_TRAIT, "COMPUTE_NODE"}
@@ -27,7 +27,7 @@ def uri(fixture: str) -> str:
     return f"test://{LIBVIRT / fixture / 'host.xml'}"
 
 
-def make_conf(tmp_path: Path, fixture: str | None, **groups: dict[str, object]):
+def make_conf(tmp_path: Path, fixture: str | None, **groups: dict[str, object]) -> cfg.ConfigOpts:
     """A loaded configuration for ``fixture`` (its capabilities file when it has one)."""
     overrides: dict[str, dict[str, object]] = {
         "DEFAULT": {
@@ -49,7 +49,7 @@ def make_conf(tmp_path: Path, fixture: str | None, **groups: dict[str, object]):
     return config.load([], overrides)
 
 
-def laid_out(driver) -> ProviderTree:
+def laid_out(driver: LibvirtDriver) -> ProviderTree:
     """A tree with the root created, after ``driver.update_provider_tree``."""
     tree = ProviderTree()
     tree.new_root("cn1", ROOT_UUID)
@@ -81,7 +81,7 @@ def tree_view(tree: ProviderTree) -> dict[str, dict]:
     return out
 
 
-def allocations_by_name(driver, tree: ProviderTree) -> dict[str, dict]:
+def allocations_by_name(driver: LibvirtDriver, tree: ProviderTree) -> dict[str, dict]:
     """``expected_allocations`` with provider UUIDs replaced by provider names."""
     names = {p.uuid: p.name for p in tree.all_data()}
     out = {}
@@ -97,6 +97,8 @@ def allocations_by_name(driver, tree: ProviderTree) -> dict[str, dict]:
     return out
 
 
-def libvirt_driver(tmp_path: Path, fixture: str | None, **groups) -> LibvirtDriver:
+def libvirt_driver(
+    tmp_path: Path, fixture: str | None, **groups: dict[str, object]
+) -> LibvirtDriver:
     """A :class:`LibvirtDriver` on ``fixture``."""
     return LibvirtDriver(make_conf(tmp_path, fixture, **groups))

@@ -32,10 +32,9 @@ import uuid as uuidlib
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import REPO
+from tests.helpers.paths import NOVA
 
-FIXTURES = REPO / "tests" / "fixtures" / "nova"
-NOVA_JSON: dict[str, str] = json.loads((FIXTURES / "nova_json.json").read_text())
+NOVA_JSON: dict[str, str] = json.loads((NOVA / "nova_json.json").read_text())
 
 
 def insert(con: sqlite3.Connection, table: str, **cols: Any) -> int:
@@ -136,7 +135,7 @@ def build_cell(path: Path, prefix: str) -> dict[str, str]:
     cn1, cn2 = f"{prefix}-cn1", f"{prefix}-cn2"
     ids |= {"cn1": cn1, "cn2": cn2}
     con = sqlite3.connect(path)
-    con.executescript((FIXTURES / "cell_schema.sql").read_text())
+    con.executescript((NOVA / "cell_schema.sql").read_text())
     n1 = _node(
         con,
         cn1,
@@ -242,7 +241,7 @@ def build_cell(path: Path, prefix: str) -> dict[str, str]:
 def build_api(path: Path, aggregates: dict[str, list[str]]) -> None:
     """nova's API database at ``path`` with host aggregates ``{aggregate UUID: [host, ...]}``."""
     con = sqlite3.connect(path)
-    con.executescript((FIXTURES / "api_schema.sql").read_text())
+    con.executescript((NOVA / "api_schema.sql").read_text())
     for n, (agg, hosts) in enumerate(sorted(aggregates.items())):
         agg_id = insert(con, "aggregates", uuid=agg, name=f"agg-{n}-{agg[:8]}")
         for host in hosts:
