@@ -27,7 +27,7 @@ from agent.nova_import.nodes import NodeImport
 from agent.nova_import.refusal import RowRefused
 from agent.shape.layout import LayoutPolicy, apply_layout
 from agent.shape.node_traits import HARDWARE_PREFIXES
-from agent.tracker.reshape import describe_moves, find_moves
+from agent.shape.reshape import describe_moves, find_moves
 
 LOG = logging.getLogger(__name__)
 
