@@ -20,9 +20,11 @@ from oslo_config import cfg
 from agent.model.allocations import ByProvider, ConsumerAllocations
 from agent.model.exceptions import ConfigError
 from agent.model.provider_tree import ProviderTree
-from agent.shape import reshape
-from agent.shape.layout import LayoutPolicy, desired_providers, policy_from_conf
+from agent.shape import update
+from agent.shape.layout import desired_providers
 from agent.shape.planning import plan_allocations
+from agent.shape.policy import LayoutPolicy, policy_from_conf
+from agent.shape.reshape import Placement
 from drivers.records import (
     REASON_NO_VFS,
     REASON_OFFERED,
@@ -89,11 +91,11 @@ class ComputeDriver(abc.ABC):
         provider_tree: ProviderTree,
         nodename: str,
         allocations: dict[str, dict[str, Any]] | None = None,
-    ) -> reshape.Placement:
+    ) -> Placement:
         """Edit ``provider_tree`` in place to show what ``nodename`` has now.
 
         Discovers the node (:meth:`get_host_resources`) and hands the records
-        to :func:`agent.shape.reshape.update_provider_tree`: the layout, the
+        to :func:`agent.shape.update.update_provider_tree`: the layout, the
         detection of a reshape from the tree passed in (what Placement holds)
         and, with allocations, the move of each consumer's amounts (instances
         this driver knows as :meth:`expected_allocations` says, other
@@ -121,7 +123,7 @@ class ComputeDriver(abc.ABC):
         """
         host = self._discover(nodename)
         self._laid_out[nodename] = host
-        return reshape.update_provider_tree(
+        return update.update_provider_tree(
             provider_tree,
             nodename,
             host,

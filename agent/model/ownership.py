@@ -113,6 +113,28 @@ def foreign(tree: ProviderTree, nodename: str, owner_trait: str) -> list[str]:
     ]
 
 
+def untouchable(tree: ProviderTree, foreign_uuids: list[str]) -> set[str]:
+    """The providers the layout must neither change nor remove: the foreign ones and those above.
+
+    A provider above a foreign child cannot be removed or re-created without
+    taking that child (someone else's) with it.
+
+    Args:
+        tree: the compute node's tree.
+        foreign_uuids: from :func:`foreign`.
+
+    Returns:
+        UUIDs of ``foreign_uuids`` and of every ancestor of them.
+    """
+    out = set(foreign_uuids)
+    for uuid in foreign_uuids:
+        parent = tree.data(uuid).parent_uuid
+        while parent is not None:
+            out.add(parent)
+            parent = tree.data(parent).parent_uuid
+    return out
+
+
 def to_adopt(tree: ProviderTree, nodename: str, owner_trait: str) -> list[tuple[str, str, str]]:
     """``(name, uuid, reason)`` of each child taken over at the next write, by name.
 

@@ -36,8 +36,8 @@ from collections.abc import Iterable, Mapping
 
 from agent.model.allocations import INSTANCE, ByProvider, ConsumerAllocations
 from agent.model.provider_tree import ProviderTree
-from agent.shape.layout import (
-    LayoutPolicy,
+from agent.shape.policy import LayoutPolicy
+from agent.shape.provider_names import (
     device_provider_name,
     numa_provider_name,
     pf_provider_name,

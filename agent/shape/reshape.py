@@ -32,25 +32,21 @@ those classes:
   so the result does not depend on the order Placement listed them.
 - allocations on providers outside the tree (sharing providers) are kept.
 
-:func:`update_provider_tree` is the spec's ``update_provider_tree`` on
-records: lay out, detect, and (given allocations) move them. The start-up
-flow that reads Placement and writes the reshape is
-:mod:`agent.tracker.reshape`.
+:func:`agent.shape.update.update_provider_tree` lays out, detects and
+(given allocations) moves them; the start-up flow that reads Placement and
+writes the reshape is :mod:`agent.tracker.reshape`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from agent.model.allocations import ConsumerAllocations
-from agent.model.exceptions import ReshapeNeeded
 from agent.model.provider_tree import ProviderTree
-from agent.shape.layout import LayoutPolicy, apply_layout
-from drivers.records import HostResources
 
 LOG = logging.getLogger(__name__)
 
@@ -362,53 +358,3 @@ class _Ledger:
             # Does not fit anywhere: Placement will refuse the reshape, which is
             # what should happen (ReshapeFailed) rather than losing the amount.
             self.place(consumer, move, ranked[0], amount)
-
-
-def update_provider_tree(
-    tree: ProviderTree,
-    nodename: str,
-    host: HostResources,
-    policy: LayoutPolicy,
-    allocations: Allocations | None,
-    expected: Callable[[ProviderTree], Mapping[str, ConsumerAllocations]],
-) -> Placement:
-    """The spec's ``update_provider_tree`` on discovered records: lay out, detect, move.
-
-    The shape comes from :func:`agent.shape.layout.apply_layout`. Whether a
-    reshape is needed is decided from the tree passed in (what Placement
-    holds) by :func:`find_moves`. With allocations, each consumer's amounts
-    of the moving classes are moved by :func:`reshape_allocations`.
-
-    Args:
-        tree: the tree as Placement holds it (at least the compute node
-            ``nodename``); edited in place.
-        nodename: the compute node.
-        host: the node's hardware records.
-        policy: the layout policy.
-        allocations: None on an ordinary cycle; for a reshape, every
-            consumer's ``GET /allocations/{uuid}`` body, edited in place.
-        expected: the driver's expected allocations on the laid-out tree
-            (called only when allocations move).
-
-    Returns:
-        How each moved consumer was placed; empty when nothing moved.
-
-    Raises:
-        ReshapeNeeded: the tree must change shape and ``allocations`` is
-            None; ``tree`` is then left as it was given.
-        ConfigError: the configuration does not fit the host.
-    """
-    held = tree.copy()
-    apply_layout(tree, host, policy)
-    moves = find_moves(held, tree, nodename, dict(policy.resource_class_renames))
-    if not moves:
-        return {}
-    if allocations is None:
-        reason = describe_moves(moves, held, tree)
-        # The tree comes back as it was given: the caller passes it again
-        # with the allocations.
-        tree.take_from(held)
-        raise ReshapeNeeded(
-            f"compute node {nodename}: inventory must move with its allocations: {reason}"
-        )
-    return reshape_allocations(allocations, moves, tree, expected(tree))

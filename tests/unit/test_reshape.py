@@ -14,13 +14,8 @@ from agent.conf import config as agent_config
 from agent.model.allocations import ConsumerAllocations
 from agent.model.exceptions import ConfigError, ReshapeNeeded
 from agent.model.provider_tree import ProviderTree
-from agent.shape.layout import (
-    LayoutPolicy,
-    _rename_classes,
-    apply_layout,
-    desired_providers,
-    policy_from_conf,
-)
+from agent.shape.layout import _rename_classes, apply_layout, desired_providers
+from agent.shape.policy import LayoutPolicy, policy_from_conf
 from agent.shape.reshape import ClassMove, find_moves, reshape_allocations
 from drivers.base import ComputeDriver
 from drivers.host import HostDriver
