@@ -41,7 +41,8 @@ import re
 
 import os_traits
 
-from agent.model.provider_tree import ProviderData, ProviderTree, child_uuid
+from agent.model.provider_data import ProviderData
+from agent.model.provider_tree import ProviderTree, child_uuid
 
 DEFAULT_OWNER_TRAIT = os_traits.OWNER_NOVA
 """The owner trait nova 34 writes (``[compute] owner_trait`` default)."""
