@@ -24,7 +24,7 @@ from agent.shape import update
 from agent.shape.layout import desired_providers
 from agent.shape.planning import plan_allocations
 from agent.shape.policy import LayoutPolicy, policy_from_conf
-from agent.shape.reshape import Placement
+from agent.shape.reshape import PlacedBy
 from drivers.records import (
     REASON_NO_VFS,
     REASON_OFFERED,
@@ -91,7 +91,7 @@ class ComputeDriver(abc.ABC):
         provider_tree: ProviderTree,
         nodename: str,
         allocations: dict[str, dict[str, Any]] | None = None,
-    ) -> Placement:
+    ) -> PlacedBy:
         """Edit ``provider_tree`` in place to show what ``nodename`` has now.
 
         Discovers the node (:meth:`get_host_resources`) and hands the records

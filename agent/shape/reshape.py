@@ -53,7 +53,7 @@ LOG = logging.getLogger(__name__)
 Allocations = dict[str, dict[str, Any]]
 """``{consumer_uuid: GET /allocations/{consumer_uuid} body}`` (spec: "Allocations Parameter")."""
 
-Placement = dict[str, str]
+PlacedBy = dict[str, str]
 """``{consumer_uuid: "driver" | "rule"}``: how a reshape placed each consumer it moved."""
 
 _CLASS_RANK = ("VCPU", "PCPU", "MEMORY_MB")
@@ -171,7 +171,7 @@ def reshape_allocations(
     moves: Sequence[ClassMove],
     tree: ProviderTree,
     expected: Mapping[str, ConsumerAllocations] | None = None,
-) -> Placement:
+) -> PlacedBy:
     """Move each consumer's amounts of the moving classes onto the new providers, in place.
 
     Rule: the module docstring (driver's answer for known consumers when it
@@ -199,7 +199,7 @@ def reshape_allocations(
     expected = expected or {}
     ledger = _Ledger.for_targets(allocations, moves, tree)
     held, stays = _take_moving_amounts(allocations, moves)
-    how: Placement = {}
+    how: PlacedBy = {}
     strays: dict[str, dict[ClassMove, int]] = {}
     # Consumers the driver knows first, so the rule places the others around them.
     for consumer in sorted(held, key=lambda c: (c not in expected, c)):

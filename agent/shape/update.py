@@ -16,7 +16,7 @@ from agent.shape.layout import apply_layout
 from agent.shape.policy import LayoutPolicy
 from agent.shape.reshape import (
     Allocations,
-    Placement,
+    PlacedBy,
     describe_moves,
     find_moves,
     reshape_allocations,
@@ -31,13 +31,13 @@ def update_provider_tree(
     policy: LayoutPolicy,
     allocations: Allocations | None,
     expected: Callable[[ProviderTree], Mapping[str, ConsumerAllocations]],
-) -> Placement:
+) -> PlacedBy:
     """The spec's ``update_provider_tree`` on discovered records: lay out, detect, move.
 
     The shape comes from :func:`agent.shape.layout.apply_layout`. Whether a
     reshape is needed is decided from the tree passed in (what Placement
-    holds) by :func:`agent.shape.reshape.find_moves`. With allocations, each consumer's amounts
-    of the moving classes are moved by
+    holds) by :func:`agent.shape.reshape.find_moves`. With allocations, each
+    consumer's amounts of the moving classes are moved by
     :func:`agent.shape.reshape.reshape_allocations`.
 
     Args:
