@@ -10,18 +10,21 @@ switching drivers over the same hardware changes nothing in Placement.
 from __future__ import annotations
 
 import abc
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from oslo_config import cfg
 
 from agent.model.allocations import ByProvider, ConsumerAllocations
-from agent.model.exceptions import ConfigError, ReshapeNeeded
+from agent.model.exceptions import ConfigError
 from agent.model.provider_tree import ProviderTree
-from agent.shape.layout import LayoutPolicy, apply_layout, desired_providers, policy_from_conf
+from agent.shape import update
+from agent.shape.layout import desired_providers
 from agent.shape.planning import plan_allocations
-from agent.tracker.reshape import describe_moves, find_moves, reshape_allocations
+from agent.shape.policy import LayoutPolicy, policy_from_conf
+from agent.shape.reshape import PlacedBy
 from drivers.records import (
     REASON_NO_VFS,
     REASON_OFFERED,
@@ -46,9 +49,8 @@ class ComputeDriver(abc.ABC):
         # What update_provider_tree last laid out, per node: expected_allocations
         # must see the same hardware, and discovery (sysfs, libvirt) is not free.
         self._laid_out: dict[str, HostResources] = {}
-        # Per node, how the last reshape placed each moved consumer ("driver" or
-        # "rule"), for the reshape report (agent.tracker.reshape.ReshapeOutcome.placed_by).
-        self.reshape_placement: dict[str, dict[str, str]] = {}
+        # Nodes inside one_discovery(): their records once read (None: not yet).
+        self._held: dict[str, HostResources | None] = {}
 
     @abc.abstractmethod
     def get_nodenames(self) -> list[str]:
@@ -89,17 +91,16 @@ class ComputeDriver(abc.ABC):
         provider_tree: ProviderTree,
         nodename: str,
         allocations: dict[str, dict[str, Any]] | None = None,
-    ) -> None:
+    ) -> PlacedBy:
         """Edit ``provider_tree`` in place to show what ``nodename`` has now.
 
-        The shape comes from :func:`agent.shape.layout.apply_layout`. Whether a
-        reshape is needed is decided from the tree passed in (what Placement
-        holds) by :func:`agent.tracker.reshape.find_moves`: a resource class leaving
-        one provider of the tree for another, or renamed. With allocations,
-        each consumer's amounts of the moving classes are moved by
-        :func:`agent.tracker.reshape.reshape_allocations`: instances this driver
-        knows as :meth:`expected_allocations` says, other consumers by the
-        documented rule (docs/reshape.md). Every driver inherits this.
+        Discovers the node (:meth:`get_host_resources`) and hands the records
+        to :func:`agent.shape.update.update_provider_tree`: the layout, the
+        detection of a reshape from the tree passed in (what Placement holds)
+        and, with allocations, the move of each consumer's amounts (instances
+        this driver knows as :meth:`expected_allocations` says, other
+        consumers by the documented rule, docs/reshape.md). Every driver
+        inherits this.
 
         Args:
             provider_tree: the tree, holding at least the compute node
@@ -110,31 +111,54 @@ class ComputeDriver(abc.ABC):
                 of every consumer of the tree, edited in place (spec:
                 reshape-provider-tree.txt, "Allocations Parameter").
 
+        Returns:
+            ``{consumer_uuid: "driver" | "rule"}``: how the reshape placed
+            each consumer whose allocations moved (the reshape report's
+            ``placed_by``); empty when nothing moved. A subclass overriding
+            this method returns what it got from ``super()``.
+
         Raises:
             ReshapeNeeded: the tree must change shape and ``allocations`` is None.
             ConfigError: the configuration does not fit the host.
         """
-        host = self.get_host_resources(nodename)
+        host = self._discover(nodename)
         self._laid_out[nodename] = host
-        held = provider_tree.copy()
-        apply_layout(provider_tree, host, self.policy)
-        moves = find_moves(held, provider_tree, nodename, dict(self.policy.resource_class_renames))
-        if moves and allocations is None:
-            reason = describe_moves(moves, held, provider_tree)
-            # The tree comes back as it was given: the caller passes it again
-            # with the allocations.
-            provider_tree.take_from(held)
-            raise ReshapeNeeded(
-                f"compute node {nodename}: inventory must move with its allocations: {reason}"
-            )
-        self.reshape_placement[nodename] = {}
-        if moves and allocations is not None:
-            self.reshape_placement[nodename] = reshape_allocations(
-                allocations,
-                moves,
-                provider_tree,
-                self.expected_allocations(provider_tree, nodename),
-            )
+        return update.update_provider_tree(
+            provider_tree,
+            nodename,
+            host,
+            self.policy,
+            allocations,
+            lambda tree: self.expected_allocations(tree, nodename),
+        )
+
+    @contextlib.contextmanager
+    def one_discovery(self, nodename: str) -> Iterator[None]:
+        """Within the block, ``nodename``'s hardware is discovered at most once.
+
+        The start-up reshape calls :meth:`update_provider_tree` twice (the
+        spec's ``ReshapeNeeded`` and the call with allocations): the second
+        must lay out the very records the first found the moves on, and
+        discovery (sysfs, libvirt) is not free. Re-entering for the same node
+        keeps the outer block's records.
+        """
+        if nodename in self._held:
+            yield
+            return
+        self._held[nodename] = None
+        try:
+            yield
+        finally:
+            del self._held[nodename]
+
+    def _discover(self, nodename: str) -> HostResources:
+        """:meth:`get_host_resources`, once per :meth:`one_discovery` block."""
+        if nodename not in self._held:
+            return self.get_host_resources(nodename)
+        host = self._held[nodename]
+        if host is None:
+            host = self._held[nodename] = self.get_host_resources(nodename)
+        return host
 
     def check_host_config(self) -> None:
         """Refuse a configuration that does not fit the host (start and reload).

@@ -13,7 +13,8 @@ from rich.tree import Tree
 
 from agent.cli.output import Output
 from agent.model.allocations import ConsumerAllocations
-from agent.model.provider_tree import ProviderData, ProviderTree
+from agent.model.provider_data import ProviderData
+from agent.model.provider_tree import ProviderTree
 from agent.tracker.discovery import NodeReport
 
 JSON_FORMAT = "compute-agent.discover/1"

@@ -41,7 +41,8 @@ import re
 
 import os_traits
 
-from agent.model.provider_tree import ProviderData, ProviderTree, child_uuid
+from agent.model.provider_data import ProviderData
+from agent.model.provider_tree import ProviderTree, child_uuid
 
 DEFAULT_OWNER_TRAIT = os_traits.OWNER_NOVA
 """The owner trait nova 34 writes (``[compute] owner_trait`` default)."""
@@ -111,6 +112,28 @@ def foreign(tree: ProviderTree, nodename: str, owner_trait: str) -> list[str]:
         for u in tree.get_provider_uuids(root)[1:]
         if not is_ours(tree.data(u), nodename, owner_trait)
     ]
+
+
+def untouchable(tree: ProviderTree, foreign_uuids: list[str]) -> set[str]:
+    """The providers the layout must neither change nor remove: the foreign ones and those above.
+
+    A provider above a foreign child cannot be removed or re-created without
+    taking that child (someone else's) with it.
+
+    Args:
+        tree: the compute node's tree.
+        foreign_uuids: from :func:`foreign`.
+
+    Returns:
+        UUIDs of ``foreign_uuids`` and of every ancestor of them.
+    """
+    out = set(foreign_uuids)
+    for uuid in foreign_uuids:
+        parent = tree.data(uuid).parent_uuid
+        while parent is not None:
+            out.add(parent)
+            parent = tree.data(parent).parent_uuid
+    return out
 
 
 def to_adopt(tree: ProviderTree, nodename: str, owner_trait: str) -> list[tuple[str, str, str]]:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agent.model.provider_tree import ProviderData, ProviderTree
+from agent.model.provider_data import ProviderData
+from agent.model.provider_tree import ProviderTree
 
 
 @dataclass(slots=True)

@@ -34,8 +34,9 @@ from agent.nova_import.stale import GoneLookup, held_on, remove_gone
 from agent.placement import endpoints
 from agent.placement.errors import PlacementError
 from agent.placement.report import ReportClient, RootConflict
-from agent.shape.layout import OWNER_TRAIT, LayoutPolicy
+from agent.shape.layout import OWNER_TRAIT
 from agent.shape.planning import cpu_memory_providers, plan_allocations
+from agent.shape.policy import LayoutPolicy
 
 
 @dataclass(slots=True)

@@ -25,9 +25,10 @@ from dataclasses import replace
 from agent.model.provider_tree import ProviderTree
 from agent.nova_import.nodes import NodeImport
 from agent.nova_import.refusal import RowRefused
-from agent.shape.layout import LayoutPolicy, apply_layout
+from agent.shape.layout import apply_layout
 from agent.shape.node_traits import HARDWARE_PREFIXES
-from agent.tracker.reshape import describe_moves, find_moves
+from agent.shape.policy import LayoutPolicy
+from agent.shape.reshape import describe_moves, find_moves
 
 LOG = logging.getLogger(__name__)
 

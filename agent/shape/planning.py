@@ -36,8 +36,8 @@ from collections.abc import Iterable, Mapping
 
 from agent.model.allocations import INSTANCE, ByProvider, ConsumerAllocations
 from agent.model.provider_tree import ProviderTree
-from agent.shape.layout import (
-    LayoutPolicy,
+from agent.shape.policy import LayoutPolicy
+from agent.shape.provider_names import (
     device_provider_name,
     numa_provider_name,
     pf_provider_name,
@@ -139,6 +139,32 @@ class _Planner:
         self.whole = {d.address for d in host.pci_devices}
 
     # -- CPUs and memory ---------------------------------------------------------
+
+    def cpu_memory(self, listed: list[Instance], planned: Mapping[str, Planned]) -> None:
+        """VCPU or PCPU and MEMORY_MB of every instance: on the node, or on its NUMA cells."""
+        if self.ledger is None:
+            for inst in listed:
+                self.flat(inst, planned[inst.uuid])
+            return
+        self.count_others(set(planned))
+        pinned = sorted((i for i in listed if i.numa_cells), key=lambda i: i.uuid)
+        loose = sorted((i for i in listed if not i.numa_cells), key=lambda i: i.uuid)
+        for inst in pinned:
+            self.by_rule(inst, planned[inst.uuid])
+        # Sticky: each loose instance that fits where Placement holds it stays,
+        # before any other is placed by the rule (module docstring).
+        strays = [inst for inst in loose if not self.stays(inst, planned[inst.uuid])]
+        for inst in strays:
+            self.by_rule(inst, planned[inst.uuid])
+
+    def stays(self, inst: Instance, res: Planned) -> bool:
+        """Plan ``inst`` on the cells Placement holds it on if they still fit; False if not."""
+        assert self.ledger is not None
+        cells = self.held_cells(inst)
+        if cells is None or not self.ledger.fits(cells):
+            return False
+        self.on_cells(inst, cells, res)
+        return True
 
     def count_others(self, instances: set[str]) -> None:
         """Take what consumers that are not instances hold on the cells off the ledger."""
@@ -245,17 +271,21 @@ class _Planner:
                 self.node,
             )
 
+    def device_provider(self, address: str) -> str:
+        """Name of the provider of a VF (its PF's) or of a whole device; "" when neither."""
+        if address in self.pf_of_vf:
+            pf = self.pfs[self.pf_of_vf[address]]
+            return pf_provider_name(self.node, pf, self.policy)
+        if address in self.whole:
+            return whole_device_provider_name(self.node, address, self.policy)
+        return ""
+
     def pci(self, inst: Instance, res: Planned) -> None:
+        """One unit per VF or whole PCI device, on the provider that offers it."""
         for address in inst.pci_devices:
             # A device's provider holds one class: SRIOV_NET_VF, its
             # CUSTOM_PCI_* / resource_class, or nova's PCI-in-placement class.
-            if address in self.pf_of_vf:
-                pf = self.pfs[self.pf_of_vf[address]]
-                provider = pf_provider_name(self.node, pf, self.policy)
-            elif address in self.whole:
-                provider = whole_device_provider_name(self.node, address, self.policy)
-            else:
-                provider = ""
+            provider = self.device_provider(address)
             inv = self.tree.data(provider).inventory if self.tree.exists(provider) else {}
             rc = next(iter(inv), "")
             if not rc or not self.tree.exists(provider):
@@ -269,6 +299,7 @@ class _Planner:
             res[self.tree.data(provider).uuid][rc] += 1
 
     def mdevs(self, inst: Instance, res: Planned) -> None:
+        """One unit of the GPU provider's class (VGPU, or the type's mdev_class) per mdev."""
         for mdev in inst.mdevs:
             gpu = self.gpu_of_mdev.get(mdev)
             provider = device_provider_name(self.node, gpu) if gpu else ""
@@ -321,25 +352,7 @@ def plan_allocations(
     planner = _Planner(host, tree, policy, sharing_provider_uuid, held or {})
     listed = list(instances)
     planned: dict[str, Planned] = {i.uuid: _new_planned() for i in listed}
-    ledger = planner.ledger
-    if ledger is None:
-        for inst in listed:
-            planner.flat(inst, planned[inst.uuid])
-    else:
-        planner.count_others(set(planned))
-        pinned = sorted((i for i in listed if i.numa_cells), key=lambda i: i.uuid)
-        loose = sorted((i for i in listed if not i.numa_cells), key=lambda i: i.uuid)
-        for inst in pinned:
-            planner.by_rule(inst, planned[inst.uuid])
-        strays = []
-        for inst in loose:
-            cells = planner.held_cells(inst)
-            if cells is not None and ledger.fits(cells):
-                planner.on_cells(inst, cells, planned[inst.uuid])
-            else:
-                strays.append(inst)
-        for inst in strays:
-            planner.by_rule(inst, planned[inst.uuid])
+    planner.cpu_memory(listed, planned)
     out: dict[str, ConsumerAllocations] = {}
     for inst in listed:
         res = planned[inst.uuid]
@@ -347,10 +360,15 @@ def plan_allocations(
         planner.pci(inst, res)
         planner.mdevs(inst, res)
         if res:
-            out[inst.uuid] = ConsumerAllocations(
-                allocations={rp: dict(sorted(a.items())) for rp, a in sorted(res.items())},
-                project_id=inst.project_id,
-                user_id=inst.user_id,
-                consumer_type=INSTANCE,
-            )
+            out[inst.uuid] = _allocation(inst, res)
     return dict(sorted(out.items()))
+
+
+def _allocation(inst: Instance, res: Planned) -> ConsumerAllocations:
+    """The instance's planned amounts as its allocation, providers and classes sorted."""
+    return ConsumerAllocations(
+        allocations={rp: dict(sorted(a.items())) for rp, a in sorted(res.items())},
+        project_id=inst.project_id,
+        user_id=inst.user_id,
+        consumer_type=INSTANCE,
+    )

@@ -251,19 +251,22 @@ class ResourceTracker:
         tree = self.report.get_provider_tree_and_ensure_root(nodename)
         before = tree.copy()
         reshaped = False
-        try:
-            self.driver.update_provider_tree(tree, nodename)
-        except ReshapeNeeded:
-            if not startup:
-                raise
-            from agent.tracker.reshape import reshape_node  # the reshape flow is only for start-up
+        # One discovery and one tree read, also for a start-up reshape.
+        with self.driver.one_discovery(nodename):
+            try:
+                self.driver.update_provider_tree(tree, nodename)
+            except ReshapeNeeded:
+                if not startup:
+                    raise
+                from agent.tracker.reshape import reshape_node  # the flow is only for start-up
 
-            LOG.warning("node %s: the provider tree changes shape: reshaping", nodename)
-            reshape_node(self.report, self.driver, nodename)
-            reshaped = True
-            tree = self.report.get_provider_tree_and_ensure_root(nodename)
-            before = tree.copy()
-            self.driver.update_provider_tree(tree, nodename)
+                LOG.warning("node %s: the provider tree changes shape: reshaping", nodename)
+                outcome = reshape_node(self.report, self.driver, nodename, tree=tree)
+                assert outcome.tree is not None  # not a dry run: the tree is there
+                tree = outcome.tree
+                reshaped = outcome.reshaped
+                if reshaped:
+                    before = tree.copy()  # what Placement holds now: the tree just written
         keep = self._retain_gone_hardware(nodename, before, tree)
         node.retained = sorted(tree.data(u).name for u in keep)
         node.sync = self.report.update_from_provider_tree(tree)

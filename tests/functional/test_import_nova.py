@@ -18,7 +18,7 @@ from agent.cli.main import build_parser, main
 from agent.nova_import.flow import import_cell
 from agent.nova_import.instances import consumers
 from agent.placement.report import ReportClient
-from agent.shape.layout import policy_from_conf
+from agent.shape.policy import policy_from_conf
 from agent.state.store import StateStore
 from tests.helpers.conf import make_conf
 from tests.helpers.names import unique

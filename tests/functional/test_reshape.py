@@ -525,3 +525,50 @@ def test_offline_reshape_refuses_a_database_without_placement(tmp_path):
     )
     assert missing.returncode == 2 and "no such file" in missing.stderr
     assert not (tmp_path / "nope.sqlite").exists()
+
+
+def test_a_start_up_reshape_discovers_the_host_once_and_reads_the_tree_once(
+    embedded, tmp_path, monkeypatch
+):
+    """The tracker's start-up cycle over a flat -> NUMA reshape (issue #12: it used to
+    discover the host four times and read the tree three times)."""
+    from agent.tracker.cycle import ResourceTracker
+
+    name = unique("once")
+    host = write_host(tmp_path, name)
+    report = new_report(embedded, tmp_path)
+    flat = driver_for(tmp_path, host)
+    cycle(report, flat, name)
+    allocate_instances(embedded.url, flat, report, name)
+    numa = driver_for(tmp_path, host, numa=True)
+    tracker = ResourceTracker(numa.conf, numa, report, StateStore(tmp_path / "state"))
+
+    discovered: list[str] = []
+    reads: list[str] = []
+    listings: list[dict[str, Any]] = []
+    discover, read = numa.get_host_resources, report.get_provider_tree_and_ensure_root
+    get = report.client.get
+
+    def counting_discover(nodename: str):
+        discovered.append(nodename)
+        return discover(nodename)
+
+    def counting_read(nodename: str):
+        reads.append(nodename)
+        return read(nodename)
+
+    def counting_get(template: str, **kw: Any):
+        if template == "/resource_providers" and "in_tree" in (kw.get("params") or {}):
+            listings.append(kw["params"])
+        return get(template, **kw)
+
+    monkeypatch.setattr(numa, "get_host_resources", counting_discover)
+    monkeypatch.setattr(report, "get_provider_tree_and_ensure_root", counting_read)
+    monkeypatch.setattr(report.client, "get", counting_get)
+    outcome = tracker.update_available_resource(startup=True)
+
+    assert outcome.ok and outcome.nodes[0].sync.reshaped
+    assert discovered == [name]
+    assert reads == [name]
+    # the read, the generations after POST /reshaper, the ordinary flush's check
+    assert len(listings) == 3

@@ -10,7 +10,9 @@ import pytest
 from agent.model import ownership
 from agent.model.exceptions import ConfigError
 from agent.model.provider_tree import ProviderTree, child_uuid
-from agent.shape.layout import OWNER_TRAIT, LayoutPolicy, apply_layout, physnet_trait
+from agent.shape.layout import OWNER_TRAIT, apply_layout
+from agent.shape.pci import physnet_trait
+from agent.shape.policy import LayoutPolicy
 from drivers.records import (
     Gpu,
     HostResources,

@@ -15,7 +15,7 @@ import pytest
 from agent.conf import config as agent_config
 from agent.conf import nova_conf
 from agent.model.exceptions import ConfigError
-from agent.shape.layout import policy_from_conf
+from agent.shape.policy import policy_from_conf
 
 
 @pytest.fixture(autouse=True)

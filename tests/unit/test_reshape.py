@@ -1,4 +1,4 @@
-"""Reshape detection and the allocation rewrite (agent/tracker/reshape.py), on in-memory trees.
+"""Reshape detection and the allocation rewrite (agent/shape/reshape.py), on in-memory trees.
 
 Spec: reshape-provider-tree.txt; rules for consumers: docs/reshape.md.
 """
@@ -14,14 +14,9 @@ from agent.conf import config as agent_config
 from agent.model.allocations import ConsumerAllocations
 from agent.model.exceptions import ConfigError, ReshapeNeeded
 from agent.model.provider_tree import ProviderTree
-from agent.shape.layout import (
-    LayoutPolicy,
-    _rename_classes,
-    apply_layout,
-    desired_providers,
-    policy_from_conf,
-)
-from agent.tracker.reshape import ClassMove, find_moves, reshape_allocations
+from agent.shape.layout import _rename_classes, apply_layout, desired_providers
+from agent.shape.policy import LayoutPolicy, policy_from_conf
+from agent.shape.reshape import ClassMove, find_moves, reshape_allocations
 from drivers.base import ComputeDriver
 from drivers.host import HostDriver
 from drivers.records import (
@@ -330,12 +325,12 @@ def test_update_provider_tree_raises_reshape_needed_and_leaves_the_tree_alone(tm
         inst(1).uuid: record({ROOT: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 10, "VGPU": 1}}),
         inst(2).uuid: record({ROOT: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 10, "VGPU": 1}}),
     }
-    driver.update_provider_tree(tree, "cn", allocations=allocations)
+    placed = driver.update_provider_tree(tree, "cn", allocations=allocations)
     assert "VGPU" not in tree.data("cn").inventory
     got = amounts(allocations)
     assert got[inst(1).uuid][tree.data(GPU_A).uuid] == {"VGPU": 1}
     assert got[inst(2).uuid][tree.data(GPU_B).uuid] == {"VGPU": 1}
-    assert driver.reshape_placement["cn"] == {inst(1).uuid: "driver", inst(2).uuid: "driver"}
+    assert placed == {inst(1).uuid: "driver", inst(2).uuid: "driver"}
     # and the next ordinary cycle is quiet
     driver.update_provider_tree(tree, "cn")
 

@@ -29,7 +29,7 @@ from agent.nova_import.render import summary_lines
 from agent.nova_import.stale import GoneLookup
 from agent.placement.connect import placement_client
 from agent.placement.report import ReportClient
-from agent.shape.layout import policy_from_conf
+from agent.shape.policy import policy_from_conf
 from agent.state.store import StateStore
 
 NAME = "import-nova"

@@ -120,13 +120,18 @@ def run(args: argparse.Namespace) -> int:
         for nodename in driver.get_nodenames():
             # Offline, a node Placement does not know is not created: nothing to move.
             with Progress(f"reshape of node {nodename}", count=client.total_requests):
-                known = report.read_tree(nodename) is not None
+                held = report.read_tree(nodename)
                 try:
                     outcome = (
                         reshape_node(
-                            report, driver, nodename, attempts=args.attempts, dry_run=args.dry_run
+                            report,
+                            driver,
+                            nodename,
+                            attempts=args.attempts,
+                            dry_run=args.dry_run,
+                            tree=held,
                         )
-                        if known
+                        if held is not None
                         else None
                     )
                 except ReshapeFailed as exc:

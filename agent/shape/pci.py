@@ -1,0 +1,91 @@
+"""PCI providers: SR-IOV PFs (their VFs) and whole PCI devices (passthrough).
+
+Two shapes, as nova has them: ``{nodename}_pci_{dddd_bb_ss_f}`` providers
+(SRIOV_NET_VF, or the device's class, under its NUMA cell when modelled),
+or with ``[pci] report_in_placement`` nova's PCI-in-placement providers
+``{nodename}_{PCI ADDRESS}`` under the compute node
+(nova/compute/pci_placement_translator.py).
+"""
+
+from __future__ import annotations
+
+import os_traits
+
+from agent.model.names import resource_class_name, trait_name
+from agent.shape.policy import LayoutPolicy
+from agent.shape.provider_names import (
+    device_provider_name,
+    pci_placement_provider_name,
+    uses_pci_placement,
+)
+from agent.shape.spec import ParentOf, ProviderSpec, inventory
+from drivers.records import HostResources, SriovPF
+
+
+def sriov_pf_specs(
+    host: HostResources, policy: LayoutPolicy, parent_of: ParentOf
+) -> list[ProviderSpec]:
+    """One provider per SR-IOV PF with configured VFs (:func:`_pf_spec`)."""
+    return [
+        _pf_spec(host.nodename, pf, policy, parent_of(pf.numa_node))
+        for pf in host.sriov_pfs
+        if pf.num_vfs
+    ]
+
+
+def pci_device_specs(
+    host: HostResources, policy: LayoutPolicy, parent_of: ParentOf
+) -> list[ProviderSpec]:
+    """One provider per whole PCI device: one unit of its class, the spec's traits.
+
+    With ``[pci] report_in_placement``: nova's PCI-in-placement provider
+    under the compute node, with ``COMPUTE_MANAGED_PCI_DEVICE``.
+    """
+    node = host.nodename
+    specs = []
+    for dev in host.pci_devices:
+        rc = pci_resource_class(dev.vendor_id, dev.product_id, dev.resource_class)
+        traits = {trait_name(t) for t in dev.traits}
+        if policy.pci_in_placement:
+            name, parent = pci_placement_provider_name(node, dev.address), node
+            traits.add(os_traits.COMPUTE_MANAGED_PCI_DEVICE)
+        else:
+            name, parent = device_provider_name(node, dev.address), parent_of(dev.numa_node)
+        specs.append(ProviderSpec(name, parent, {rc: inventory(rc, 1)}, traits))
+    return specs
+
+
+def _pf_spec(node: str, pf: SriovPF, policy: LayoutPolicy, parent: str) -> ProviderSpec:
+    """The provider of ``pf``'s configured VFs.
+
+    With a physnet, or without ``[pci] report_in_placement``: ``SRIOV_NET_VF``
+    under ``parent`` (its NUMA cell when modelled), traits ``HW_NIC_*``,
+    ``CUSTOM_PHYSNET_*`` and the spec's. Else nova's PCI-in-placement shape
+    (pci_placement_translator.py ``PciResourceProvider.add_child``): under the
+    compute node, class the spec's ``resource_class`` or
+    ``CUSTOM_PCI_{VF VENDOR}_{VF PRODUCT}``, traits
+    ``COMPUTE_MANAGED_PCI_DEVICE`` and the spec's.
+    """
+    if uses_pci_placement(pf, policy):
+        vendor, product = pf.vf_vendor_id or "0000", pf.vf_product_id or "0000"
+        rc = pci_resource_class(vendor, product, pf.resource_class)
+        traits = {trait_name(t) for t in pf.spec_traits} | {os_traits.COMPUTE_MANAGED_PCI_DEVICE}
+        name = pci_placement_provider_name(node, pf.address)
+        return ProviderSpec(name, node, {rc: inventory(rc, pf.num_vfs)}, traits)
+    traits = {trait_name(t) for t in pf.traits}
+    if pf.physnet:
+        traits.add(physnet_trait(pf.physnet))
+    inv = {"SRIOV_NET_VF": inventory("SRIOV_NET_VF", pf.num_vfs)}
+    return ProviderSpec(device_provider_name(node, pf.address), parent, inv, traits)
+
+
+def pci_resource_class(vendor_id: str, product_id: str, override: str | None = None) -> str:
+    """``override`` (normalised) or ``CUSTOM_PCI_{VENDOR}_{PRODUCT}`` (nova's default)."""
+    if override:
+        return resource_class_name(override)
+    return f"CUSTOM_PCI_{vendor_id.upper()}_{product_id.upper()}"
+
+
+def physnet_trait(physnet: str) -> str:
+    """``CUSTOM_PHYSNET_{NAME}`` for a physical network (``physnet-1`` -> ``..._PHYSNET_1``)."""
+    return "CUSTOM_PHYSNET_" + trait_name(physnet).removeprefix("CUSTOM_")
