@@ -125,7 +125,7 @@ def test_startup_on_empty_placement_writes_tree_and_every_allocation(setup):
 
 
 def test_steady_state_costs_the_listing_and_one_read_per_cpu_provider(setup):
-    """1 tree listing + the allocations of both NUMA cells (agent.tracker.audit: what is read)."""
+    """1 tree listing + the allocations of both NUMA cells (what agent.tracker.audit_read reads)."""
     s = setup
     assert s.cycle(startup=True).ok
     s.cycle()  # re-reads the providers whose generation our own writes moved
