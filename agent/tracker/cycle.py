@@ -11,7 +11,8 @@ For every nodename the driver reports (DESIGN.md, "Data flow"):
    allocations on it, with ``reserved = total`` (nothing is deleted from
    under an instance; :mod:`agent.tracker.retained`);
 4. write what differs (``update_from_provider_tree``);
-5. audit the instances' allocations (:mod:`agent.tracker.audit`).
+5. audit the instances' allocations (read by :mod:`agent.tracker.audit_read`,
+   written by :mod:`agent.tracker.audit`).
 
 Nodes are independent: each has its own lock, held only while that node is
 worked on, and one node failing does not stop the others. Claims
