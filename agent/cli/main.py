@@ -18,8 +18,8 @@ import shtab
 
 from agent import __version__
 from agent.cli.commands import COMMAND_MODULES
-from agent.cli.commands.common import EXIT_BAD_INPUT, EXIT_FAILURE
 from agent.model.exceptions import AgentError, ConfigError, HostDescriptionError
+from agent.service.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE
 
 
 def show_defaults(parser: argparse.ArgumentParser) -> None:

@@ -1,20 +1,17 @@
 """Configuration: oslo.config options in the INI style of every OpenStack service.
 
-Option names and defaults follow nova.conf where nova has the same knob
-(``reserved_host_memory_mb``, ``cpu_allocation_ratio``, ``[compute]
-cpu_dedicated_set`` ...), so an operator can carry values over unchanged.
-
-Every option is registered on a fresh :class:`oslo_config.cfg.ConfigOpts`
-by :func:`new_conf`; :func:`load` parses files and checks every value at once,
-so a bad value stops the agent at start with the option's name instead of
-failing later, mid-cycle. :func:`list_opts` feeds ``oslo-config-generator``.
+The options are defined by the modules of :data:`OPTION_MODULES` (the
+agent's own in :mod:`agent.conf.options`). Every option is registered on a
+fresh :class:`oslo_config.cfg.ConfigOpts` by :func:`new_conf`; :func:`load`
+parses files and checks every value at once, so a bad value stops the agent
+at start with the option's name instead of failing later, mid-cycle.
+:func:`list_opts` feeds ``oslo-config-generator``.
 """
 
 from __future__ import annotations
 
 import importlib
 import re
-import socket
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,195 +22,14 @@ from agent.conf import logs, nova_conf
 from agent.model.exceptions import ConfigError
 from agent.model.names import is_standard_resource_class
 
-DEFAULT_OPTS: list[cfg.Opt] = [
-    cfg.StrOpt(
-        "host",
-        default=socket.gethostname(),
-        sample_default="<current_hostname>",
-        help="Name of this compute host. Drivers that manage one node (host, "
-        "libvirt) use it as the nodename: the name of the compute node's "
-        "root resource provider in Placement.",
-    ),
-    cfg.StrOpt(
-        "state_path",
-        default="/var/lib/compute-agent",
-        help="Directory for the agent's state: the compute node UUIDs, the last "
-        "state seen in Placement, the embedded placement database.",
-    ),
-    cfg.IntOpt(
-        "update_interval",
-        default=60,
-        min=1,
-        help="Seconds between two resource-tracking cycles.",
-    ),
-    cfg.IntOpt(
-        "update_resources_interval",
-        default=0,
-        help="Nova's option: seconds between resource updates; 0 uses the default. "
-        "When positive and update_interval is left at its default, it sets "
-        "update_interval; negative (nova: never) is warned about and ignored.",
-    ),
-    cfg.StrOpt(
-        "compute_driver",
-        help="Nova's option: 'libvirt.LibvirtDriver' selects the libvirt driver when "
-        "[compute] driver is unset. Another nova driver is refused by name.",
-    ),
-    cfg.FloatOpt(
-        "cpu_allocation_ratio",
-        default=None,
-        min=0.0,
-        help="Overcommit ratio of VCPU. Unset or 0.0 (nova's rule): new compute nodes get "
-        "initial_cpu_allocation_ratio and an existing inventory keeps the ratio "
-        "Placement holds (so it can be changed through the Placement API).",
-    ),
-    cfg.FloatOpt(
-        "ram_allocation_ratio",
-        default=None,
-        min=0.0,
-        help="Overcommit ratio of MEMORY_MB. Unset or 0.0: as cpu_allocation_ratio, "
-        "with initial_ram_allocation_ratio.",
-    ),
-    cfg.FloatOpt(
-        "disk_allocation_ratio",
-        default=None,
-        min=0.0,
-        help="Overcommit ratio of DISK_GB. Unset or 0.0: as cpu_allocation_ratio, "
-        "with initial_disk_allocation_ratio.",
-    ),
-    cfg.FloatOpt(
-        "initial_cpu_allocation_ratio",
-        default=4.0,
-        min=0.0,
-        help="VCPU allocation ratio of a new inventory when cpu_allocation_ratio is unset.",
-    ),
-    cfg.FloatOpt(
-        "initial_ram_allocation_ratio",
-        default=1.0,
-        min=0.0,
-        help="MEMORY_MB allocation ratio of a new inventory when ram_allocation_ratio is unset.",
-    ),
-    cfg.FloatOpt(
-        "initial_disk_allocation_ratio",
-        default=1.0,
-        min=0.0,
-        help="DISK_GB allocation ratio of a new inventory when disk_allocation_ratio is unset.",
-    ),
-    cfg.IntOpt(
-        "reserved_host_cpus",
-        default=0,
-        min=0,
-        help="VCPUs kept for the host: reported as VCPU reserved.",
-    ),
-    cfg.IntOpt(
-        "reserved_host_memory_mb",
-        default=512,
-        min=0,
-        help="MiB of RAM kept for the host: reported as MEMORY_MB reserved.",
-    ),
-    cfg.IntOpt(
-        "reserved_host_disk_mb",
-        default=0,
-        min=0,
-        help="MiB of disk kept for the host: reported as DISK_GB reserved, "
-        "rounded up to whole GiB.",
-    ),
-]
-
-COMPUTE_OPTS: list[cfg.Opt] = [
-    cfg.StrOpt(
-        "driver",
-        help="The compute driver that discovers resources and instances: "
-        "'fake' (a host description file, for tests and labs). "
-        "'host' reports this machine's real hardware (sysfs, /proc, udev) with no instances.",
-    ),
-    cfg.StrOpt(
-        "owner_trait",
-        default="OWNER_NOVA",
-        help="Trait that marks the providers this agent owns: the compute node carries it "
-        "with COMPUTE_NODE, and so does every child provider laid out. Children without "
-        "it (a network agent's, cyborg's OWNER_CYBORG) are never changed. Default: "
-        "os-traits' OWNER_NOVA, which nova 34's scheduler requires on the compute node "
-        "(root_required=OWNER_NOVA). Either a standard OWNER_* trait of os-traits or a "
-        "CUSTOM_ trait. Providers carrying CUSTOM_OWNER_COMPUTE_AGENT (earlier agents) "
-        "are taken over (docs/deployment.md).",
-    ),
-    cfg.ListOpt(
-        "resource_class_renames",
-        default=[],
-        help="Resource classes to report under a new name, as OLD:NEW pairs, e.g. "
-        "CUSTOM_NVME:PCI_DEVICE. OLD must be a CUSTOM_ class; NEW a standard class "
-        "(os-resource-classes) or another CUSTOM_ class. The layout reports NEW wherever "
-        "it would report OLD, and at start-up the inventories and the allocations held "
-        "under OLD are moved to NEW in one POST /reshaper (docs/reshape.md).",
-    ),
-]
-
-NUMA_OPTS: list[cfg.Opt] = [
-    cfg.BoolOpt(
-        "model_in_placement",
-        default=False,
-        help="Model each NUMA cell as a child provider ({nodename}_NUMA{N}, "
-        "trait HW_NUMA_ROOT) holding that cell's VCPU, PCPU and MEMORY_MB; "
-        "devices hang under the cell they are attached to.",
-    ),
-]
-
-DEVICES_OPTS: list[cfg.Opt] = [
-    cfg.ListOpt(
-        "enabled_mdev_types",
-        default=[],
-        deprecated_opts=[cfg.DeprecatedOpt("enabled_vgpu_types", group="devices")],
-        help="Mediated device (vGPU) types to offer, e.g. nvidia-35. Each "
-        "physical GPU offers the type its existing mdevs have, else the first "
-        "type of this list it supports. Empty: no vGPUs are reported.",
-    ),
-]
-
-PCI_OPTS: list[cfg.Opt] = [
-    cfg.BoolOpt(
-        "report_in_placement",
-        default=False,
-        help="Nova's [pci] report_in_placement: each whole PCI device and each PF whose "
-        "VFs are offered without a physical_network gets its own provider named "
-        "{nodename}_{PCI ADDRESS} under the compute node, class resource_class of its "
-        "device_spec or CUSTOM_PCI_{VENDOR}_{PRODUCT}, traits COMPUTE_MANAGED_PCI_DEVICE "
-        "and the device_spec traits (nova/compute/pci_placement_translator.py), so "
-        "nova's [pci] alias requests find them. PFs with a physical_network keep their "
-        "SRIOV_NET_VF provider for neutron ports. Off: whole devices are reported as "
-        "{nodename}_pci_{dddd_bb_ss_f} and VFs as SRIOV_NET_VF on their PF.",
-    ),
-]
-
-FAKE_OPTS: list[cfg.Opt] = [
-    cfg.StrOpt(
-        "host_file",
-        help="Host description (YAML) the fake driver reports; see docs/fake-host.md.",
-    ),
-    cfg.FloatOpt(
-        "discovery_delay",
-        default=0.0,
-        min=0.0,
-        help="Seconds the fake driver waits before reporting a node's hardware, to play "
-        "a host whose discovery is slow (tests of the service's shutdown mid-cycle).",
-    ),
-]
-
-_CORE_GROUPS: list[tuple[str, list[cfg.Opt]]] = [
-    ("DEFAULT", DEFAULT_OPTS),
-    ("compute", COMPUTE_OPTS),
-    ("numa", NUMA_OPTS),
-    ("devices", DEVICES_OPTS),
-    ("pci", PCI_OPTS),
-    ("fake", FAKE_OPTS),
-]
-
 OPTION_MODULES: tuple[str, ...] = (
+    "agent.conf.options",
     "agent.placement.options",
     "agent.service.options",
     "drivers.host.options",
     "drivers.libvirt.options",
 )
-"""Modules whose ``list_opts()`` adds options (a driver owns its own options)."""
+"""Modules whose ``list_opts()`` adds options (each layer and driver owns its own options)."""
 
 
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
@@ -222,9 +38,7 @@ def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
     A group named by several sources (e.g. ``compute``) is merged into one entry.
     """
     merged: dict[str, list[cfg.Opt]] = {}
-    sources = [_CORE_GROUPS]
-    sources += [importlib.import_module(m).list_opts() for m in OPTION_MODULES]
-    for source in sources:
+    for source in (importlib.import_module(m).list_opts() for m in OPTION_MODULES):
         for group, opts in source:
             merged.setdefault(group, []).extend(opts)
     return list(merged.items())

@@ -21,6 +21,7 @@ import uuid as uuidlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
+from agent.model import ownership
 from agent.model.allocations import ConsumerAllocations, by_consumer, merge_ours
 from agent.model.exceptions import AgentError, ConfigError
 from agent.model.provider_tree import ProviderTree
@@ -34,7 +35,6 @@ from agent.nova_import.stale import GoneLookup, held_on, remove_gone
 from agent.placement import endpoints
 from agent.placement.errors import PlacementError
 from agent.placement.report import ReportClient, RootConflict
-from agent.shape.layout import OWNER_TRAIT
 from agent.shape.planning import cpu_memory_providers, plan_allocations
 from agent.shape.policy import LayoutPolicy
 
@@ -126,12 +126,6 @@ def _read_root(report: ReportClient, node: NodeImport, uuid: str, dry: bool) -> 
     return tree
 
 
-def _owned(tree: ProviderTree, nodename: str) -> set[str]:
-    root = tree.data(nodename).uuid
-    rest = tree.get_provider_uuids(root)[1:]
-    return {root} | {u for u in rest if OWNER_TRAIT in tree.data(u).traits}
-
-
 def _write_tree(
     report: ReportClient, node: NodeImport, tree: ProviderTree, res: ImportResult
 ) -> None:
@@ -202,7 +196,8 @@ def lay_out_node(
     if node.resources.shared_storage:
         found = report.sharing_providers(set(tree.data(uuid).aggregates), "DISK_GB")
         sharing = found[0] if found else None
-    return _Laid(node, tree, held, policy, _owned(tree, node.nodename), sharing)
+    owned = ownership.owned(tree, node.nodename, policy.owner_trait)
+    return _Laid(node, tree, held, policy, owned, sharing)
 
 
 def _in_placement(held: ProviderTree, uuid: str) -> bool:

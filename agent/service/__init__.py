@@ -1,1 +1,2 @@
-"""The daemon: loop, signals, systemd notify, metrics."""
+"""The daemon: loop (daemon), components, signals, health, systemd notify, metrics,
+what each cycle leaves (record), exit codes."""

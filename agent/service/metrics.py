@@ -22,45 +22,20 @@ from __future__ import annotations
 
 import logging
 import platform
-import threading
-from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    Info,
-    disable_created_metrics,
-    start_http_server,
-)
+from prometheus_client import CollectorRegistry, Info, start_http_server
 
 from agent import __version__
 from agent.model.exceptions import ConfigError
-from agent.shape.layout import OWNER_TRAIT
+from agent.service.metric_families import CycleMetrics, InventoryMetrics, PlacementMetrics
 
 if TYPE_CHECKING:
     from agent.placement.client import RequestEvent
     from agent.state.store import StateStore
-    from agent.tracker.cycle import CycleOutcome
+    from agent.tracker.outcome import CycleOutcome
 
 LOG = logging.getLogger(__name__)
-
-# No *_created series beside every counter and histogram: a restart is seen in
-# the counters resetting, and they would double the series to store.
-disable_created_metrics()
-
-CYCLE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
-"""Seconds; a cycle is well under a second on a steady host, minutes when Placement is slow."""
-
-REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
-"""Seconds; Placement answers in milliseconds, keystoneauth's timeouts are tens of seconds."""
-
-NO_NODE = ""
-"""``nodename`` of a cycle that failed before any node (the driver could not list them)."""
-
-_INVENTORY_LABELS = ("nodename", "provider", "resource_class")
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -79,201 +54,34 @@ def parse_listen(value: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def owned_providers(nodename: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The provider records of ``nodename``'s tree that the agent owns.
-
-    The compute node itself, and every other provider carrying the owner
-    trait (docs/service.md, "Ownership"); a network agent's bandwidth
-    provider in the same tree is not counted.
-    """
-    return [
-        r
-        for r in records
-        if (r.get("name") == nodename and not r.get("parent_provider_uuid"))
-        or OWNER_TRAIT in (r.get("traits") or ())
-    ]
-
-
 class AgentMetrics:
-    """The service's metrics, in a registry of their own."""
+    """The service's metrics, in a registry of their own (families in
+    :mod:`agent.service.metric_families`)."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        r = self.registry
-        Info("compute_agent_build", "Version of the running agent.", registry=r).info(
+        Info("compute_agent_build", "Version of the running agent.", registry=self.registry).info(
             {"version": __version__, "python_version": platform.python_version()}
         )
-        self.cycle_seconds = Histogram(
-            "compute_agent_cycle_duration_seconds",
-            "Duration of resource-tracking cycles.",
-            buckets=CYCLE_BUCKETS,
-            registry=r,
-        )
-        self.cycles = Counter(
-            "compute_agent_cycles",
-            "Resource-tracking cycles per compute node by outcome (ok, failed, fatal).",
-            ["nodename", "outcome"],
-            registry=r,
-        )
-        self.last_success = Gauge(
-            "compute_agent_last_success_timestamp_seconds",
-            "When the last fully successful cycle ended (seconds since the epoch).",
-            registry=r,
-        )
-        self.placement_requests = Counter(
-            "compute_agent_placement_requests",
-            "HTTP requests to Placement by method and status (transport: no answer).",
-            ["method", "status"],
-            registry=r,
-        )
-        self.request_seconds = Histogram(
-            "compute_agent_placement_request_duration_seconds",
-            "Latency of HTTP requests to Placement by method, path template and status.",
-            ["method", "path", "status"],
-            buckets=REQUEST_BUCKETS,
-            registry=r,
-        )
-        self.retries = Counter(
-            "compute_agent_placement_retries",
-            "Placement requests tried again after no answer or a 502/503/504.",
-            ["method", "path"],
-            registry=r,
-        )
-        self.conflicts = Counter(
-            "compute_agent_generation_conflicts",
-            "409 placement.concurrent_update answers: another writer moved a generation.",
-            ["method", "path"],
-            registry=r,
-        )
-        self.reshapes = Counter(
-            "compute_agent_reshapes",
-            "POST /reshaper performed for a compute node.",
-            ["nodename"],
-            registry=r,
-        )
-        self.providers = Gauge(
-            "compute_agent_providers",
-            "Resource providers the agent owns in each compute node's tree.",
-            ["nodename"],
-            registry=r,
-        )
-        self.inventory_total = Gauge(
-            "compute_agent_inventory_total_units",
-            "Inventory total per provider and resource class, in the class's unit.",
-            _INVENTORY_LABELS,
-            registry=r,
-        )
-        self.inventory_reserved = Gauge(
-            "compute_agent_inventory_reserved_units",
-            "Inventory reserved per provider and resource class, in the class's unit.",
-            _INVENTORY_LABELS,
-            registry=r,
-        )
-        self.inventory_used = Gauge(
-            "compute_agent_inventory_used_units",
-            "Amount allocated per provider and resource class (as the allocation audit "
-            "last read it), in the class's unit.",
-            _INVENTORY_LABELS,
-            registry=r,
-        )
-        self.allocation_ratio = Gauge(
-            "compute_agent_inventory_allocation_ratio",
-            "Allocation ratio per provider and resource class.",
-            _INVENTORY_LABELS,
-            registry=r,
-        )
-        self.allocations_written = Counter(
-            "compute_agent_allocations_written",
-            "Consumers whose allocations the audit wrote (they were missing or wrong).",
-            ["nodename"],
-            registry=r,
-        )
-        self.allocations_deleted = Counter(
-            "compute_agent_allocations_deleted",
-            "Consumers whose allocations on this host the audit removed.",
-            ["nodename"],
-            registry=r,
-        )
-        self.unknown_consumers = Gauge(
-            "compute_agent_unknown_consumers",
-            "Consumers holding resources on a node that are not its instances.",
-            ["nodename"],
-            registry=r,
-        )
-        self._lock = threading.Lock()
-        self._inventory_series: dict[str, set[tuple[str, str, str]]] = defaultdict(set)
+        self.cycle = CycleMetrics(self.registry)
+        self.placement = PlacementMetrics(self.registry)
+        self.inventory = InventoryMetrics(self.registry)
         self._server: Any = None
 
     # -- sources ------------------------------------------------------------------
 
     def on_request(self, event: RequestEvent) -> None:
         """A :attr:`PlacementClient.observers` callback: count one try, retry or conflict."""
-        if event.kind == "answer":
-            self.placement_requests.labels(event.method, event.status).inc()
-            self.request_seconds.labels(event.method, event.template, event.status).observe(
-                event.seconds
-            )
-        elif event.kind == "retry":
-            self.retries.labels(event.method, event.template).inc()
-        elif event.kind == "conflict":
-            self.conflicts.labels(event.method, event.template).inc()
+        self.placement.on_request(event)
 
     def observe_cycle(self, outcome: CycleOutcome, fatal: bool = False) -> None:
         """Record one cycle's outcome, node by node."""
-        self.cycle_seconds.observe(outcome.duration)
-        if outcome.ok and not fatal:
-            self.last_success.set(outcome.started + outcome.duration)
-        if not outcome.nodes:
-            self.cycles.labels(NO_NODE, "fatal" if fatal else "failed").inc()
-        for node in outcome.nodes:
-            if fatal or not node.ok:
-                label = "fatal" if fatal else "failed"
-            else:  # a write refused (an allocation, a provider): Placement may lack it
-                label = "degraded" if node.problems else "ok"
-            self.cycles.labels(node.nodename, label).inc()
-            self.allocations_written.labels(node.nodename).inc(len(node.allocations_written))
-            self.allocations_deleted.labels(node.nodename).inc(len(node.allocations_removed))
-            if node.ok:
-                self.unknown_consumers.labels(node.nodename).set(len(node.unknown_consumers))
-            if node.sync.reshaped:
-                self.reshapes.labels(node.nodename).inc()
+        self.cycle.observe(outcome, fatal)
 
     def observe_state(self, nodename: str, state: StateStore) -> None:
-        """Providers and inventories of ``nodename`` as the cycle left them in ``state``.
-
-        Reads the provider records Placement held after the cycle's writes and
-        the allocation audit's per-provider allocations: two local files, no
-        request. Series of providers that are gone are removed.
-        """
-        records = owned_providers(nodename, state.seen_providers(nodename) or [])
-        audit = state.consumers(nodename) or {}
-        held: dict[str, dict[str, dict[str, int]]] = audit.get("held") or {}
-        series: set[tuple[str, str, str]] = set()
-        for record in records:
-            name = str(record.get("name"))
-            used: dict[str, int] = defaultdict(int)
-            for amounts in (held.get(str(record.get("uuid"))) or {}).values():
-                for rc, n in amounts.items():
-                    used[rc] += int(n)
-            for rc, inv in (record.get("inventories") or {}).items():
-                labels = (nodename, name, rc)
-                series.add(labels)
-                self.inventory_total.labels(*labels).set(inv.get("total", 0))
-                self.inventory_reserved.labels(*labels).set(inv.get("reserved", 0))
-                self.allocation_ratio.labels(*labels).set(inv.get("allocation_ratio", 1.0))
-                self.inventory_used.labels(*labels).set(used.get(rc, 0))
-        with self._lock:
-            gone = self._inventory_series[nodename] - series
-            self._inventory_series[nodename] = series
-        for labels in gone:
-            for gauge in (
-                self.inventory_total,
-                self.inventory_reserved,
-                self.inventory_used,
-                self.allocation_ratio,
-            ):
-                gauge.remove(*labels)
-        self.providers.labels(nodename).set(len(records))
+        """Providers and inventories of ``nodename`` as the cycle left them in ``state``
+        (:meth:`InventoryMetrics.observe_state`)."""
+        self.inventory.observe_state(nodename, state)
 
     # -- the endpoint ---------------------------------------------------------------
 

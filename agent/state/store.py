@@ -185,8 +185,9 @@ class StateStore:
         self._write(PLACEMENT_SEEN_FILE, doc)
 
     def consumers(self, nodename: str) -> dict[str, Any] | None:
-        """The allocation audit's record of ``nodename`` (see :mod:`agent.tracker.audit`), or None.
+        """The allocation audit's record of ``nodename``, or None.
 
+        Stored as :class:`agent.tracker.audit_read.AuditRecord` writes it:
         ``{"instances": [consumer UUID], "unknown": {consumer UUID: first seen,
         seconds since the epoch}, "held": {provider UUID: {consumer UUID:
         {resource class: amount}}}, "generations": {provider UUID: generation}}``.

@@ -1,1 +1,3 @@
-"""The cycle: discovery to writes, the audit of allocations, start-up reshape."""
+"""The cycle: discovery to writes (cycle), claims, the audit of allocations (audit_read
+reads, audit writes), gone hardware kept (retained), sharing providers, outcomes,
+start-up reshape."""

@@ -9,14 +9,17 @@ For every nodename the driver reports (DESIGN.md, "Data flow"):
    with them, one ``POST /reshaper``); outside start-up it is fatal;
 3. keep the providers of hardware that is gone while instances still hold
    allocations on it, with ``reserved = total`` (nothing is deleted from
-   under an instance);
+   under an instance; :mod:`agent.tracker.retained`);
 4. write what differs (``update_from_provider_tree``);
-5. audit the instances' allocations (:mod:`agent.tracker.audit`).
+5. audit the instances' allocations (read by :mod:`agent.tracker.audit_read`,
+   written by :mod:`agent.tracker.audit`).
 
 Nodes are independent: each has its own lock, held only while that node is
 worked on, and one node failing does not stop the others. Claims
-(:meth:`ResourceTracker.instance_claim`, resource-objects.txt) take the same
-per-node lock, so a claim and a cycle never interleave on one node.
+(:meth:`ResourceTracker.instance_claim`, resource-objects.txt,
+:mod:`agent.tracker.claims`) take the same per-node lock, so a claim and a
+cycle never interleave on one node. What a cycle did is a
+:class:`~agent.tracker.outcome.CycleOutcome`.
 """
 
 from __future__ import annotations
@@ -25,135 +28,25 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
 
 from oslo_config import cfg
 
 from agent.model import ownership
 from agent.model.allocations import ConsumerAllocations
-from agent.model.exceptions import AgentError, CapacityExceeded, ReshapeFailed, ReshapeNeeded
-from agent.model.provider_tree import ProviderTree
-from agent.placement.report import ReportClient, SyncResult
-from agent.shape.planning import cpu_memory_providers, plan_allocations
+from agent.model.exceptions import AgentError, ReshapeFailed, ReshapeNeeded
+from agent.placement.report import ReportClient
+from agent.shape.planning import cpu_memory_providers
 from agent.state.store import StateStore
+from agent.tracker import audit_read
 from agent.tracker.audit import AllocationAudit
+from agent.tracker.claims import InstanceClaims
+from agent.tracker.outcome import CycleOutcome, NodeOutcome
+from agent.tracker.retained import retain_gone_hardware
+from agent.tracker.sharing import SharingProviders
 from drivers.base import ComputeDriver
 from drivers.records import Instance
 
 LOG = logging.getLogger(__name__)
-
-
-@dataclass
-class NodeOutcome:
-    """What one cycle did for one node.
-
-    Attributes:
-        nodename: the compute node.
-        ok: the node's providers and allocations were brought in step.
-        error: why not, when ``ok`` is False.
-        providers: providers in the node's tree after the cycle.
-        sync: what was written of the tree (providers, inventories, traits,
-            aggregates; ``reshaped`` when a ``POST /reshaper`` was made).
-        retained: providers of gone hardware kept because they are in use.
-        allocations_written: consumers whose allocations were written.
-        allocations_removed: consumers whose allocations here were removed.
-        unknown_consumers: consumers left alone (not instances of this host).
-        problems: writes that failed without failing the node (logged).
-    """
-
-    nodename: str
-    ok: bool = True
-    error: str = ""
-    providers: int = 0
-    sync: SyncResult = field(default_factory=SyncResult)
-    retained: list[str] = field(default_factory=list)
-    allocations_written: list[str] = field(default_factory=list)
-    allocations_removed: list[str] = field(default_factory=list)
-    unknown_consumers: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-
-
-@dataclass
-class CycleOutcome:
-    """What one cycle did.
-
-    Attributes:
-        startup: this was the start-up cycle.
-        started: start, seconds since the epoch.
-        duration: seconds.
-        nodes: one :class:`NodeOutcome` per node.
-        error: a failure before any node was worked on (the driver could
-            not list its nodes), else empty.
-        requests: Placement requests the cycle made.
-    """
-
-    startup: bool
-    started: float
-    duration: float = 0.0
-    nodes: list[NodeOutcome] = field(default_factory=list)
-    error: str = ""
-    requests: int = 0
-    state_error: str = ""
-
-    @property
-    def status(self) -> str:
-        """``ok``; ``degraded`` when a write was refused or state could not be saved
-        (Placement may lack an allocation or a provider); ``failed`` when a node failed."""
-        if self.error or not all(n.ok for n in self.nodes):
-            return "failed"
-        if self.state_error or any(n.problems for n in self.nodes):
-            return "degraded"
-        return "ok"
-
-    @property
-    def ok(self) -> bool:
-        """True when every node succeeded and nothing was left unwritten."""
-        return self.status == "ok"
-
-    @property
-    def progressed(self) -> bool:
-        """True when Placement was reached and at least one node was worked on (watchdog)."""
-        return not self.error and any(n.ok for n in self.nodes)
-
-    def summary(self) -> str:
-        """One line for logs and ``STATUS=`` of systemd."""
-        if self.error:
-            return f"cycle failed: {self.error}"
-        failed = [n.nodename for n in self.nodes if not n.ok]
-        degraded = [n.nodename for n in self.nodes if n.ok and n.problems]
-        if failed:
-            head = f"cycle failed for {', '.join(failed)}"
-        elif degraded:
-            problems = sum(len(n.problems) for n in self.nodes)
-            head = f"cycle degraded ({problems} write(s) refused) for {', '.join(degraded)}"
-        elif self.state_error:
-            head = f"cycle degraded ({self.state_error})"
-        else:
-            head = "cycle ok"
-        written = sum(len(n.allocations_written) for n in self.nodes)
-        removed = sum(len(n.allocations_removed) for n in self.nodes)
-        return (
-            f"{head}: {len(self.nodes)} node(s), {sum(n.providers for n in self.nodes)} "
-            f"providers, allocations written {written}, removed {removed}, "
-            f"{self.requests} placement requests, {self.duration:.2f} s"
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        """The outcome as stored in ``last_cycle.json``."""
-        return {
-            "ok": self.ok,
-            "status": self.status,
-            "state_error": self.state_error,
-            "startup": self.startup,
-            "started": self.started,
-            "finished": self.started + self.duration,
-            "duration": self.duration,
-            "error": self.error,
-            "requests": self.requests,
-            "summary": self.summary(),
-            "nodes": [asdict(n) for n in self.nodes],
-        }
 
 
 class ResourceTracker:
@@ -183,9 +76,11 @@ class ResourceTracker:
         self.audit = AllocationAudit(
             report, state, conf.compute.remove_unknown_allocations_after, clock
         )
+        self.sharing = SharingProviders(driver, report)
+        self.claims = InstanceClaims(
+            driver, report, self.audit, self.sharing, conf.compute.owner_trait
+        )
         self._locks: dict[str, threading.Lock] = {}
-        # nodename -> (compute node aggregates, sharing provider UUID or None)
-        self._sharing: dict[str, tuple[frozenset[str], str | None]] = {}
         self._locks_guard = threading.Lock()
 
     def _lock(self, nodename: str) -> threading.Lock:
@@ -267,16 +162,18 @@ class ResourceTracker:
                 reshaped = outcome.reshaped
                 if reshaped:
                     before = tree.copy()  # what Placement holds now: the tree just written
-        keep = self._retain_gone_hardware(nodename, before, tree)
+        owner_trait = self.conf.compute.owner_trait
+        keep = retain_gone_hardware(self.report, owner_trait, nodename, before, tree)
         node.retained = sorted(tree.data(u).name for u in keep)
         node.sync = self.report.update_from_provider_tree(tree)
         node.sync.reshaped = node.sync.reshaped or reshaped
         node.problems.extend(node.sync.errors)
         node.providers = len(tree)
 
-        owned = self._owned(tree, nodename)
-        sharing = self._sharing_provider(tree, nodename)
-        view = self.audit.refresh(nodename, owned, cpu_memory_providers(tree, owned), sharing)
+        owned = ownership.owned(tree, nodename, owner_trait)
+        sharing = self.sharing.lookup(tree, nodename)
+        cpu_providers = cpu_memory_providers(tree, owned)
+        view = audit_read.refresh(self.report, self.state, nodename, owned, cpu_providers, sharing)
         listed = self.driver.list_instances(nodename)
         expected = self.driver.expected_allocations(
             tree, nodename, sharing, held=view.held, instances=listed
@@ -289,90 +186,13 @@ class ResourceTracker:
         node.unknown_consumers = audit.unknown
         node.problems.extend(audit.errors)
 
-    def _owned(self, tree: ProviderTree, nodename: str) -> set[str]:
-        return ownership.owned(tree, nodename, self.conf.compute.owner_trait)
-
-    def _sharing_provider(self, tree: ProviderTree, nodename: str) -> str | None:
-        """The shared-storage provider for DISK_GB when the node's disks are shared."""
-        if not self.driver.laid_out_resources(nodename).shared_storage:
-            return None
-        aggregates = tree.data(nodename).aggregates
-        cached = self._sharing.get(nodename)
-        # Asked again only when the compute node's aggregates change (or on
-        # SIGHUP, which builds a new tracker): a steady cycle stays one request.
-        if cached is not None and cached[0] == aggregates:
-            return cached[1]
-        found = self.report.sharing_providers(set(aggregates), "DISK_GB")
-        self._sharing[nodename] = (aggregates, found[0] if found else None)
-        if len(found) > 1:
-            LOG.warning(
-                "node %s: several sharing providers offer DISK_GB (%s); using %s",
-                nodename,
-                ", ".join(found),
-                found[0],
-            )
-        return found[0] if found else None
-
-    def _retain_gone_hardware(
-        self, nodename: str, before: ProviderTree, tree: ProviderTree
-    ) -> set[str]:
-        """Put back providers the layout removed that still have allocations.
-
-        Their inventory comes back with ``reserved = total``: nothing new
-        lands there, and what instances hold stays until they are gone; the
-        provider is removed on the first cycle after its usage is zero.
-
-        Returns:
-            UUIDs of the providers kept this way.
-        """
-        kept: set[str] = set()
-        root = before.data(nodename).uuid
-        for uuid in before.get_provider_uuids(root)[1:]:
-            old = before.data(uuid)
-            ours = ownership.is_ours(old, nodename, self.conf.compute.owner_trait)
-            if tree.exists(uuid) or not ours or not old.inventory:
-                continue
-            usages = self.report.provider_usages(uuid)
-            if not any(usages.values()):
-                continue
-            parent = old.parent_uuid if old.parent_uuid and tree.exists(old.parent_uuid) else root
-            if tree.exists(old.name):
-                LOG.error(
-                    "node %s: provider %s (%s) is gone from the host but holds allocations "
-                    "%s, and a new provider took its name; its allocations stay in Placement",
-                    nodename,
-                    old.name,
-                    uuid,
-                    usages,
-                )
-                continue
-            tree.new_child(old.name, parent, uuid=uuid)
-            tree.update_inventory(
-                uuid, {rc: replace(inv, reserved=inv.total) for rc, inv in old.inventory.items()}
-            )
-            tree.update_traits(uuid, old.traits)
-            kept.add(uuid)
-            LOG.warning(
-                "node %s: %s is gone from the host but instances still hold %s on it; it "
-                "stays in Placement with reserved = total until they are gone",
-                nodename,
-                old.name,
-                {rc: n for rc, n in usages.items() if n},
-            )
-        return kept
-
     # -- claims --------------------------------------------------------------------
 
     def instance_claim(self, nodename: str, instance: Instance) -> ConsumerAllocations:
         """Check that ``instance`` fits node ``nodename`` and write its allocation.
 
-        Every requested amount is checked with ``Inventory.check`` against
-        the provider's current usage in Placement (resource-objects.txt,
-        ``can_provide``), before anything is written; Placement checks again
-        when it writes, so a concurrent claim elsewhere cannot oversubscribe.
-        The write merges: what the consumer already holds on providers that
-        are not this agent's (the source host of a migration, a network
-        agent's bandwidth provider) is kept (:meth:`AllocationAudit.write`).
+        Under the node's lock; the rules are :mod:`agent.tracker.claims`'s
+        (resource-objects.txt, ``can_provide``).
 
         Args:
             nodename: the node the instance is to run on.
@@ -388,45 +208,7 @@ class ResourceTracker:
             PlacementError: Placement refused the allocation.
         """
         with self._lock(nodename):
-            tree = self.report.get_provider_tree_and_ensure_root(nodename)
-            self.driver.update_provider_tree(tree, nodename)
-            host = self.driver.laid_out_resources(nodename)
-            owned = self._owned(tree, nodename)
-            sharing = self._sharing_provider(tree, nodename)
-            # Planned with the node's other instances where Placement holds them,
-            # so the new one lands where the audit would put it and moves no one.
-            plan = plan_allocations(
-                [*self.driver.list_instances(nodename), instance],
-                host,
-                tree,
-                self.driver.policy,
-                sharing,
-                self.audit.record(nodename).by_consumer(owned),
-            ).get(instance.uuid)
-            if plan is None:
-                self.audit.add_instance(nodename, instance.uuid)
-                return ConsumerAllocations(project_id=instance.project_id, user_id=instance.user_id)
-            self._check_capacity(tree, plan)
-            shared = plan.without(owned)
-            self.audit.add_instance(nodename, instance.uuid, shared)
-            self.audit.write(instance.uuid, plan, owned | set(shared))
-            LOG.info("instance %s: claimed %s on %s", instance.uuid, plan.allocations, nodename)
-            return plan
-
-    def _check_capacity(self, tree: ProviderTree, plan: ConsumerAllocations) -> None:
-        """Raise ``CapacityExceeded`` unless every amount of ``plan`` fits now."""
-        for rp, amounts in plan.allocations.items():
-            usages = self.report.provider_usages(rp)
-            if tree.exists(rp):
-                inventory = tree.data(rp).inventory
-            else:  # the sharing provider, outside the node's tree
-                inventory = self.report.provider_inventory(rp)
-            for rc, amount in amounts.items():
-                if rc not in inventory:
-                    raise CapacityExceeded(
-                        rc, amount, usages.get(rc, 0), 0, f"provider {rp} has no {rc}"
-                    )
-                inventory[rc].check(amount, usages.get(rc, 0))
+            return self.claims.claim(nodename, instance)
 
     def abort_instance_claim(self, nodename: str, instance: Instance) -> None:
         """Give back what ``instance`` holds on node ``nodename`` (spec: abort a claim).
@@ -435,7 +217,4 @@ class ResourceTracker:
             PlacementError: the allocation could not be removed.
         """
         with self._lock(nodename):
-            tree = self.report.get_provider_tree_and_ensure_root(nodename)
-            shared = self.audit.forget_instance(nodename, instance.uuid)
-            self.report.remove_allocations_from(instance.uuid, self._owned(tree, nodename) | shared)
-            LOG.info("instance %s: claim on %s given back", instance.uuid, nodename)
+            self.claims.give_back(nodename, instance)

@@ -13,10 +13,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from agent.cli.commands.common import EXIT_OK
 from agent.conf import config as agent_config
 from agent.service import progress as progress_module
 from agent.service.daemon import Service
+from agent.service.exit_codes import EXIT_OK
 from drivers.fake import FakeDriver
 from drivers.host.hotplug import HotplugMonitor
 from tests.helpers.hosts import host_file

@@ -70,7 +70,7 @@ def test_startup_on_empty_placement_writes_tree_and_every_allocation(setup):
 
 
 def test_steady_state_costs_the_listing_and_one_read_per_cpu_provider(setup):
-    """1 tree listing + the allocations of both NUMA cells (agent.tracker.audit: what is read)."""
+    """1 tree listing + the allocations of both NUMA cells (what agent.tracker.audit_read reads)."""
     s = setup
     assert s.cycle(startup=True).ok
     s.cycle()  # re-reads the providers whose generation our own writes moved
@@ -400,3 +400,49 @@ def test_shared_storage_disk_goes_to_the_sharing_provider_found_once(tmp_path, e
     s.driver.destroy(s.inst(4))  # gone behind the agent's back
     assert s.cycle().nodes[0].allocations_removed == [s.inst(4)]
     assert s.held(s.inst(4)) == {}
+
+
+def spy_calls(driver: FakeDriver, *names: str) -> dict[str, list[str]]:
+    """Wrap the driver's methods ``names``: each call's nodename is recorded, by method."""
+    calls: dict[str, list[str]] = {name: [] for name in names}
+    for name in names:
+        method = getattr(driver, name)
+
+        def spy(nodename, *args, _method=method, _seen=calls[name], **kwargs):
+            _seen.append(nodename)
+            return _method(nodename, *args, **kwargs)
+
+        setattr(driver, name, spy)
+    return calls
+
+
+def test_one_listing_and_one_discovery_per_node_per_cycle(tmp_path, embedded):
+    """A cycle lists each node's instances once and discovers its hardware once (#12),
+    on a steady host and on one where hardware and instances changed."""
+    s = Setup(tmp_path, embedded, nodes=2)
+    assert s.cycle(startup=True).ok
+    assert s.cycle().ok  # re-reads what the start-up writes moved
+
+    calls = spy_calls(s.driver, "list_instances", "get_host_resources")
+    assert s.cycle().ok
+    assert {name: sorted(seen) for name, seen in calls.items()} == {
+        "list_instances": sorted(s.nodenames),
+        "get_host_resources": sorted(s.nodenames),
+    }
+
+    n = s.nodename
+    s.driver.tracker = None  # changes behind the tracker's back: the cycle finds them
+    s.driver.update_host(n, memory_mb=s.driver.get_host_resources(n).memory_mb - 1024)
+    s.driver.remove_device(n, "0000:5e:00.0")  # a GPU whose vGPUs are in use: retained
+    s.driver.destroy(s.inst(4))
+    for seen in calls.values():
+        seen.clear()
+    outcome = s.cycle()
+    assert outcome.ok, outcome.summary()
+    node = outcome.nodes[0]
+    assert node.sync.inventories and node.retained == [f"{n}_pci_0000_5e_00_0"]
+    assert node.allocations_removed == [s.inst(4)]
+    assert {name: sorted(seen) for name, seen in calls.items()} == {
+        "list_instances": sorted(s.nodenames),
+        "get_host_resources": sorted(s.nodenames),
+    }

@@ -18,7 +18,8 @@ def exposed_names() -> set[str]:
     """Every series name the agent's registry can expose."""
     metrics = AgentMetrics()
     names: set[str] = set()
-    for value in vars(metrics).values():
+    families = (metrics.cycle, metrics.placement, metrics.inventory)
+    for value in [v for family in families for v in vars(family).values()]:
         if isinstance(value, Counter):
             names.add(value._name + "_total")
         elif isinstance(value, Histogram):

@@ -12,10 +12,11 @@ from agent import __version__
 from agent.placement.client import PlacementClient, RequestEvent
 from agent.placement.errors import GenerationConflict, PlacementUnavailable
 from agent.placement.report import SyncResult
-from agent.service.metrics import AgentMetrics, owned_providers
+from agent.service.metric_families import owned_providers
+from agent.service.metrics import AgentMetrics
 from agent.shape.layout import OWNER_TRAIT
 from agent.state.store import StateStore
-from agent.tracker.cycle import CycleOutcome, NodeOutcome
+from agent.tracker.outcome import CycleOutcome, NodeOutcome
 
 
 def test_cycles_are_counted_per_node_and_outcome():

@@ -8,7 +8,7 @@ from agent.model.allocations import ProviderAllocations
 from agent.model.exceptions import ConfigError
 from agent.service.metrics import parse_listen
 from agent.service.notify import Notifier
-from agent.tracker.audit import AuditRecord
+from agent.tracker.audit_read import AuditRecord
 
 
 @pytest.mark.parametrize(

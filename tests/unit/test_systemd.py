@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli.commands.common import EXIT_BAD_INPUT, EXIT_RESHAPE_FAILED, EXIT_RESHAPE_NEEDED
 from agent.conf import config as agent_config
+from agent.service.exit_codes import EXIT_BAD_INPUT, EXIT_RESHAPE_FAILED, EXIT_RESHAPE_NEEDED
 from tests.helpers.paths import EXAMPLES, REPO
 
 SYSTEMD = REPO / "systemd"

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import argparse
 
-from agent.cli.commands.common import EXIT_OK, add_config_args, add_driver_args, load_conf
+from agent.cli.commands.common import add_config_args, add_driver_args, load_conf
 from agent.model import ownership
 from agent.model.exceptions import ReshapeNeeded
 from agent.model.provider_tree import ProviderTree
 from agent.placement import endpoints
 from agent.placement.connect import placement_client
 from agent.placement.report import ReportClient
+from agent.service.exit_codes import EXIT_OK
 from agent.state.store import StateStore
 from drivers import load_driver
 

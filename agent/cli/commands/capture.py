@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import argparse
 
-from agent.cli.commands.common import EXIT_OK, add_config_args, add_format_arg, load_conf
+from agent.cli.commands.common import add_config_args, add_format_arg, load_conf
 from agent.cli.output import Output, escape
+from agent.service.exit_codes import EXIT_OK
 from agent.service.progress import Progress
 from drivers.host.capture import capture
 from drivers.host.settings import settings_from_conf

@@ -13,17 +13,6 @@ from agent.conf import logs
 from agent.model.exceptions import ConfigError
 from drivers import DRIVERS
 
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_BAD_INPUT = 2
-EXIT_DRIFT = 3
-"""``show --check``: Placement differs from what the driver reports."""
-EXIT_RESHAPE_NEEDED = 4
-"""The tree must change shape outside start-up: restart the service (it reshapes at start-up)."""
-EXIT_RESHAPE_FAILED = 5
-"""``POST /reshaper`` failed; Placement is unchanged (docs/reshape.md says what to do)."""
-
-
 DEFAULT_CONFIG_FILES: tuple[str, ...] = ("/etc/compute-agent/compute-agent.conf",)
 """Read when they exist and no ``--config-file`` is given (the unit's ConfigurationDirectory)."""
 DEFAULT_CONFIG_DIRS: tuple[str, ...] = ("/etc/compute-agent/compute-agent.conf.d",)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from agent.cli.commands.common import EXIT_OK, add_config_args, add_driver_args, load_conf
+from agent.cli.commands.common import add_config_args, add_driver_args, load_conf
 from agent.cli.output import Output
 from agent.cli.pci_ids import SEARCH_PATHS, PciIds
 from agent.cli.render import json_document, render_tree
 from agent.cli.render_devices import devices_document, render_devices
+from agent.service.exit_codes import EXIT_OK
 from agent.state.store import StateStore
 from agent.tracker.discovery import discover
 from drivers import load_driver

@@ -13,13 +13,7 @@ import sys
 import tempfile
 from collections.abc import Iterable
 
-from agent.cli.commands.common import (
-    EXIT_BAD_INPUT,
-    EXIT_FAILURE,
-    EXIT_OK,
-    add_config_args,
-    load_conf,
-)
+from agent.cli.commands.common import add_config_args, load_conf
 from agent.nova_import import db
 from agent.nova_import.flow import ImportResult, import_cell
 from agent.nova_import.instances import consumers
@@ -29,6 +23,7 @@ from agent.nova_import.render import summary_lines
 from agent.nova_import.stale import GoneLookup
 from agent.placement.connect import placement_client
 from agent.placement.report import ReportClient
+from agent.service.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK
 from agent.shape.policy import policy_from_conf
 from agent.state.store import StateStore
 

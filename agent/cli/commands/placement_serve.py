@@ -8,8 +8,9 @@ import sys
 import threading
 from types import FrameType
 
-from agent.cli.commands.common import EXIT_OK, add_config_args, load_conf
+from agent.cli.commands.common import add_config_args, load_conf
 from agent.placement.embedded import database_url, make_server
+from agent.service.exit_codes import EXIT_OK
 
 NAME = "placement-serve"
 HELP = "serve the embedded Placement database over HTTP (for the openstack client)"

@@ -17,15 +17,7 @@ from typing import Any
 
 from oslo_config import cfg
 
-from agent.cli.commands.common import (
-    EXIT_BAD_INPUT,
-    EXIT_OK,
-    EXIT_RESHAPE_FAILED,
-    add_config_args,
-    add_driver_args,
-    add_format_arg,
-    load_conf,
-)
+from agent.cli.commands.common import add_config_args, add_driver_args, add_format_arg, load_conf
 from agent.cli.output import Output, escape
 from agent.conf.logs import cycle_context
 from agent.model.exceptions import ReshapeFailed
@@ -33,6 +25,7 @@ from agent.placement.client import PlacementClient
 from agent.placement.connect import placement_client
 from agent.placement.embedded import EmbeddedPlacement
 from agent.placement.report import ReportClient
+from agent.service.exit_codes import EXIT_BAD_INPUT, EXIT_OK, EXIT_RESHAPE_FAILED
 from agent.service.progress import Progress
 from agent.state.store import StateStore
 from agent.tracker.reshape import ReshapeOutcome, outcome_lines, reshape_node

@@ -7,14 +7,7 @@ from typing import Any
 
 from rich.tree import Tree
 
-from agent.cli.commands.common import (
-    EXIT_DRIFT,
-    EXIT_OK,
-    add_config_args,
-    add_driver_args,
-    add_format_arg,
-    load_conf,
-)
+from agent.cli.commands.common import add_config_args, add_driver_args, add_format_arg, load_conf
 from agent.cli.output import Output, escape
 from agent.cli.render import provider_branch, provider_document
 from agent.model.exceptions import ReshapeNeeded
@@ -23,6 +16,7 @@ from agent.model.tree_diff import diff_trees
 from agent.placement import endpoints
 from agent.placement.connect import placement_client
 from agent.placement.report import ReportClient
+from agent.service.exit_codes import EXIT_DRIFT, EXIT_OK
 from agent.state.store import StateStore
 from drivers import load_driver
 

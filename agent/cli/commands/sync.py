@@ -7,19 +7,13 @@ import logging
 import sys
 from typing import Any
 
-from agent.cli.commands.common import (
-    EXIT_OK,
-    EXIT_RESHAPE_FAILED,
-    add_config_args,
-    add_driver_args,
-    add_format_arg,
-    load_conf,
-)
+from agent.cli.commands.common import add_config_args, add_driver_args, add_format_arg, load_conf
 from agent.cli.output import Output, escape
 from agent.conf.logs import cycle_context
 from agent.model.exceptions import ReshapeFailed
 from agent.placement.connect import placement_client
 from agent.placement.report import ReportClient
+from agent.service.exit_codes import EXIT_OK, EXIT_RESHAPE_FAILED
 from agent.service.progress import Progress
 from agent.state.store import StateStore
 from agent.tracker.reshape import reshape_node

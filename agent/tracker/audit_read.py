@@ -1,0 +1,211 @@
+"""The allocation audit's reading: what it remembers, and what it reads each cycle.
+
+What is read, and why (the smallest read set that sees every out-of-band
+change; DESIGN.md "Placement facts"):
+
+- Placement does not move a provider's generation on ``DELETE
+  /allocations/{consumer}``, nor on the providers a consumer is moved off by
+  a ``PUT``. So the allocations of the providers that every instance holds
+  something on, the *CPU and memory providers* (the compute node, or the
+  NUMA cells when they carry VCPU/PCPU/MEMORY_MB), are read on every cycle:
+  a deleted or emptied consumer disappears from them.
+- Any other change to an instance of this host is a write that leaves
+  allocations on one of those providers (every instance holds CPUs and
+  memory there), which moves its generation. When a CPU and memory
+  provider's generation or allocations moved, every other provider of the
+  node (devices) and the sharing provider are read again, so a part removed
+  from a device provider or from shared storage is seen too.
+- Otherwise a device provider is read only when its generation (from the
+  tree listing the cycle already made) moved.
+
+A steady host therefore costs one read per CPU and memory provider (1 flat,
+one per NUMA cell) on top of the tree listing. What the audit knows is kept
+in the state directory (``consumers.json``), so a restarted agent reads the
+same set and heals what changed while it was down.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from agent.model.allocations import (
+    ByProvider,
+    ProviderAllocations,
+    by_consumer,
+    clean_by_provider,
+)
+from agent.placement.report import ReportClient
+from agent.state.store import StateStore
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass
+class AuditRecord:
+    """What the audit remembers about one node between cycles (``state_path``).
+
+    Attributes:
+        instances: consumer UUIDs of the instances seen on the node, and of
+            gone instances whose removal is not yet confirmed.
+        unknown: consumer UUID -> when first seen (seconds since the epoch)
+            for consumers on the node's providers that are not instances.
+        held: the allocations on each provider of the node as last read
+            (with the provider generation of that read; None forces a read).
+        shared: ``{consumer: {provider: {rc: amount}}}`` each instance holds
+            on providers outside the tree (the shared-storage provider), as
+            last read or written.
+        migrations: unknown consumers found to be migration records (never
+            removed, not asked about again while they hold allocations here).
+    """
+
+    instances: set[str] = field(default_factory=set)
+    unknown: dict[str, float] = field(default_factory=dict)
+    held: dict[str, ProviderAllocations] = field(default_factory=dict)
+    shared: dict[str, ByProvider] = field(default_factory=dict)
+    migrations: set[str] = field(default_factory=set)
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any] | None) -> AuditRecord:
+        """Parse a stored record; anything malformed gives an empty record (re-read)."""
+        if not doc:
+            return cls()
+        try:
+            generations = {str(rp): int(g) for rp, g in doc["generations"].items()}
+            return cls(
+                instances={str(c) for c in doc["instances"]},
+                unknown={str(c): float(t) for c, t in doc["unknown"].items()},
+                held={
+                    str(rp): ProviderAllocations(
+                        generations.get(rp), dict(clean_by_provider(consumers))
+                    )
+                    for rp, consumers in doc["held"].items()
+                },
+                shared={str(c): clean_by_provider(a) for c, a in doc.get("shared", {}).items()},
+                migrations={str(c) for c in doc.get("migrations", [])},
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            LOG.warning("allocation audit state is unusable (%s); reading it from Placement", exc)
+            return cls()
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as stored in ``consumers.json``."""
+        return {
+            "instances": sorted(self.instances),
+            "unknown": dict(sorted(self.unknown.items())),
+            "held": {rp: pa.consumers for rp, pa in sorted(self.held.items())},
+            "generations": {
+                rp: pa.generation
+                for rp, pa in sorted(self.held.items())
+                if pa.generation is not None
+            },
+            "shared": dict(sorted(self.shared.items())),
+            "migrations": sorted(self.migrations),
+        }
+
+    def by_consumer(self, providers: Iterable[str]) -> dict[str, ByProvider]:
+        """``{consumer: {provider: {rc: amount}}}`` over ``providers``."""
+        wanted = set(providers)
+        return by_consumer({rp: pa for rp, pa in self.held.items() if rp in wanted})
+
+
+@dataclass
+class AuditView:
+    """One node's allocations as read at the start of an audit.
+
+    Attributes:
+        nodename: the compute node.
+        record: the audit record, refreshed from Placement.
+        owned: the providers of the node the agent owns.
+        stored: the record as it was stored (to write only a changed one).
+        reads: providers whose allocations were read.
+    """
+
+    nodename: str
+    record: AuditRecord
+    owned: set[str]
+    stored: dict[str, Any]
+    reads: int = 0
+
+    @cached_property
+    def held(self) -> dict[str, ByProvider]:
+        """``{consumer: {provider: {rc: amount}}}`` on the node's owned providers.
+
+        Computed once, after :func:`refresh` has read: the planner and
+        :meth:`AllocationAudit.reconcile` both use it.
+        """
+        return self.record.by_consumer(self.owned)
+
+
+def refresh(
+    report: ReportClient,
+    state: StateStore,
+    nodename: str,
+    owned: set[str],
+    cpu_providers: set[str],
+    sharing: str | None = None,
+) -> AuditView:
+    """Read what the module docstring says must be read this cycle.
+
+    Args:
+        report: the Placement façade.
+        state: the state directory (the node's :class:`AuditRecord`).
+        nodename: the compute node (its tree was listed this cycle).
+        owned: UUIDs of the providers of the node the agent owns.
+        cpu_providers: the owned providers that carry VCPU, PCPU or
+            MEMORY_MB inventory (read every cycle).
+        sharing: the shared-storage provider DISK_GB goes to, if any.
+
+    Returns:
+        An :class:`AuditView` for :meth:`AllocationAudit.reconcile` and for planning.
+
+    Raises:
+        PlacementUnavailable, PlacementError: a read failed (the cycle fails).
+    """
+    stored = state.consumers(nodename) or {}
+    record = AuditRecord.from_json(stored)
+    view = AuditView(nodename, record, set(owned), stored)
+    generations = report.provider_generations(nodename)
+    for rp in set(record.held) - view.owned:
+        del record.held[rp]
+    moved = False
+    for rp in sorted(cpu_providers & view.owned):
+        fresh = _read(report, view, rp)
+        old = record.held.get(rp)
+        moved |= old is None or old != fresh
+        record.held[rp] = fresh
+    for rp in sorted(view.owned - cpu_providers):
+        old = record.held.get(rp)
+        if moved or old is None or old.generation != generations.get(rp):
+            record.held[rp] = _read(report, view, rp)
+    if sharing is not None and (moved or _shared_elsewhere(record, sharing)):
+        _refresh_shared(report, view, sharing)
+    return view
+
+
+def _read(report: ReportClient, view: AuditView, rp: str) -> ProviderAllocations:
+    view.reads += 1
+    return report.provider_allocations(rp)
+
+
+def _shared_elsewhere(record: AuditRecord, sharing: str) -> bool:
+    # The sharing provider changed (aggregates moved): read the new one.
+    return any(set(parts) - {sharing} for parts in record.shared.values())
+
+
+def _refresh_shared(report: ReportClient, view: AuditView, sharing: str) -> None:
+    """What this node's consumers hold on the sharing provider, as Placement has it."""
+    record = view.record
+    ours = record.instances | set(view.held)
+    found = _read(report, view, sharing).consumers
+    for consumer in sorted(ours | set(record.shared)):
+        parts = {rp: a for rp, a in record.shared.get(consumer, {}).items() if rp != sharing}
+        if consumer in found and consumer in ours:
+            parts[sharing] = dict(found[consumer])
+        if parts:
+            record.shared[consumer] = parts
+        else:
+            record.shared.pop(consumer, None)

@@ -1,0 +1,121 @@
+"""Instance claims: an instance's allocation written before it runs, and given back.
+
+Rule (resource-objects.txt, ``can_provide``; nova's
+``ResourceTracker.instance_claim``): every requested amount is checked with
+``Inventory.check`` against the provider's current usage in Placement before
+anything is written; Placement checks again when it writes, so a concurrent
+claim elsewhere cannot oversubscribe. The write merges: what the consumer
+already holds on providers that are not this agent's (the source host of a
+migration, a network agent's bandwidth provider) is kept
+(:meth:`AllocationAudit.write`).
+
+The caller holds the node's lock (:class:`agent.tracker.cycle.ResourceTracker`),
+so a claim and a cycle never interleave on one node.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from agent.model import ownership
+from agent.model.allocations import ConsumerAllocations
+from agent.model.exceptions import CapacityExceeded
+from agent.model.provider_tree import ProviderTree
+from agent.placement.report import ReportClient
+from agent.shape.planning import plan_allocations
+from agent.tracker.audit import AllocationAudit
+from agent.tracker.sharing import SharingProviders
+from drivers.base import ComputeDriver
+from drivers.records import Instance
+
+LOG = logging.getLogger(__name__)
+
+
+class InstanceClaims:
+    """Claims and gives back instances' allocations on this host's nodes.
+
+    Args:
+        driver: the compute driver (lays out the node, lists its instances).
+        report: the Placement façade.
+        audit: the allocation audit (its record learns of claimed instances).
+        sharing: finds a node's shared-storage provider.
+        owner_trait: ``[compute] owner_trait``.
+    """
+
+    def __init__(
+        self,
+        driver: ComputeDriver,
+        report: ReportClient,
+        audit: AllocationAudit,
+        sharing: SharingProviders,
+        owner_trait: str,
+    ) -> None:
+        self.driver = driver
+        self.report = report
+        self.audit = audit
+        self.sharing = sharing
+        self.owner_trait = owner_trait
+
+    def claim(self, nodename: str, instance: Instance) -> ConsumerAllocations:
+        """Check that ``instance`` fits node ``nodename`` and write its allocation.
+
+        Returns:
+            The allocation written on this host's providers; empty when the
+            instance uses nothing.
+
+        Raises:
+            CapacityExceeded: a class does not fit, naming it and the numbers
+                (requested, used, capacity).
+            PlacementError: Placement refused the allocation.
+        """
+        tree = self.report.get_provider_tree_and_ensure_root(nodename)
+        self.driver.update_provider_tree(tree, nodename)
+        host = self.driver.laid_out_resources(nodename)
+        owned = ownership.owned(tree, nodename, self.owner_trait)
+        sharing = self.sharing.lookup(tree, nodename)
+        # Planned with the node's other instances where Placement holds them,
+        # so the new one lands where the audit would put it and moves no one.
+        plan = plan_allocations(
+            [*self.driver.list_instances(nodename), instance],
+            host,
+            tree,
+            self.driver.policy,
+            sharing,
+            self.audit.record(nodename).by_consumer(owned),
+        ).get(instance.uuid)
+        if plan is None:
+            self.audit.add_instance(nodename, instance.uuid)
+            return ConsumerAllocations(project_id=instance.project_id, user_id=instance.user_id)
+        self._check_capacity(tree, plan)
+        shared = plan.without(owned)
+        self.audit.add_instance(nodename, instance.uuid, shared)
+        self.audit.write(instance.uuid, plan, owned | set(shared))
+        LOG.info("instance %s: claimed %s on %s", instance.uuid, plan.allocations, nodename)
+        return plan
+
+    def _check_capacity(self, tree: ProviderTree, plan: ConsumerAllocations) -> None:
+        """Raise ``CapacityExceeded`` unless every amount of ``plan`` fits now."""
+        for rp, amounts in plan.allocations.items():
+            usages = self.report.provider_usages(rp)
+            if tree.exists(rp):
+                inventory = tree.data(rp).inventory
+            else:  # the sharing provider, outside the node's tree
+                inventory = self.report.provider_inventory(rp)
+            for rc, amount in amounts.items():
+                if rc not in inventory:
+                    raise CapacityExceeded(
+                        rc, amount, usages.get(rc, 0), 0, f"provider {rp} has no {rc}"
+                    )
+                inventory[rc].check(amount, usages.get(rc, 0))
+
+    def give_back(self, nodename: str, instance: Instance) -> None:
+        """Remove what ``instance`` holds on node ``nodename`` (spec: abort a claim).
+
+        Raises:
+            PlacementError: the allocation could not be removed.
+        """
+        tree = self.report.get_provider_tree_and_ensure_root(nodename)
+        shared = self.audit.forget_instance(nodename, instance.uuid)
+        owned = ownership.owned(tree, nodename, self.owner_trait)
+        self.report.remove_allocations_from(instance.uuid, owned | shared)
+        LOG.info("instance %s: claim on %s given back", instance.uuid, nodename)
