@@ -22,6 +22,7 @@ from agent.model.provider_tree import ProviderTree
 from agent.shape.layout import LayoutPolicy, apply_layout, desired_providers, policy_from_conf
 from agent.shape.planning import plan_allocations
 from agent.tracker.reshape import describe_moves, find_moves, reshape_allocations
+from drivers.events import EventEmitter
 from drivers.records import (
     REASON_NO_VFS,
     REASON_OFFERED,
@@ -33,7 +34,7 @@ from drivers.records import (
 LOG = logging.getLogger(__name__)
 
 
-class ComputeDriver(abc.ABC):
+class ComputeDriver(EventEmitter, abc.ABC):
     """Base class of every compute driver.
 
     Args:

@@ -39,6 +39,7 @@ from agent.shape.planning import cpu_memory_providers, plan_allocations
 from agent.state.store import StateStore
 from agent.tracker.audit import AllocationAudit
 from drivers.base import ComputeDriver
+from drivers.events import DriverEvent, InstanceDestroyed, InstanceSpawning
 from drivers.records import Instance
 
 LOG = logging.getLogger(__name__)
@@ -436,3 +437,18 @@ class ResourceTracker:
             shared = self.audit.forget_instance(nodename, instance.uuid)
             self.report.remove_allocations_from(instance.uuid, self._owned(tree, nodename) | shared)
             LOG.info("instance %s: claim on %s given back", instance.uuid, nodename)
+
+    def handle_event(self, event: DriverEvent) -> None:
+        """Claim on :class:`InstanceSpawning`, give back on :class:`InstanceDestroyed`.
+
+        Subscribe it with ``driver.subscribe(tracker.handle_event)``; a claim
+        that fails raises here and so vetoes the spawn (drivers.events).
+
+        Raises:
+            CapacityExceeded, PlacementError: as :meth:`instance_claim` and
+                :meth:`abort_instance_claim`.
+        """
+        if isinstance(event, InstanceSpawning):
+            self.instance_claim(event.nodename, event.instance)
+        elif isinstance(event, InstanceDestroyed):
+            self.abort_instance_claim(event.nodename, event.instance)

@@ -58,7 +58,7 @@ class Setup:
         self.tracker = ResourceTracker(
             self.conf, self.driver, self.report, self.state, clock=lambda: self.now
         )
-        self.driver.tracker = self.tracker
+        self.driver.subscribe(self.tracker.handle_event)
         self.base = embedded.url
 
     def inst(self, n: int) -> str:
@@ -231,7 +231,8 @@ def test_known_consumers_survive_a_restart(setup, embedded):
     """An instance gone while the agent was down still has its allocation removed."""
     s = setup
     assert s.cycle(startup=True).ok
-    s.driver.tracker = None  # destroyed behind the agent's back (it was not running)
+    # Destroyed behind the agent's back (it was not running).
+    s.driver.unsubscribe(s.tracker.handle_event)
     s.driver.destroy(s.inst(2))
     report = ReportClient(embedded.client(), s.state)
     restarted = ResourceTracker(s.conf, s.driver, report, s.state)
@@ -268,7 +269,7 @@ def test_instance_moved_away_keeps_its_allocations_elsewhere(setup):
     }
     resp = requests.put(f"{s.base}/allocations/{s.inst(1)}", json=body, headers=HEADERS, timeout=10)
     assert resp.status_code == 204, resp.text
-    s.driver.tracker = None
+    s.driver.unsubscribe(s.tracker.handle_event)
     s.driver.destroy(s.inst(1))
     outcome = s.cycle()
     assert outcome.nodes[0].allocations_removed == [s.inst(1)]
@@ -316,7 +317,7 @@ def test_gpu_removed_while_allocated_stays_reserved_until_its_instances_go(setup
     assert inv["VGPU"]["reserved"] == inv["VGPU"]["total"] == 4
     assert s.held(s.inst(1))[gpu] == {"VGPU": 1}  # nothing taken from under the instance
     assert s.cycle().nodes[0].allocations_written == []  # and the audit leaves it so
-    s.driver.tracker = None
+    s.driver.unsubscribe(s.tracker.handle_event)
     s.driver.destroy(s.inst(1))
     s.cycle()
     assert s.uuid(gpu) == gpu_uuid  # vdi-2 still holds one
@@ -454,7 +455,7 @@ def test_shared_storage_disk_goes_to_the_sharing_provider_found_once(tmp_path, e
     assert s.cycle().nodes[0].allocations_written == []
     s.driver.destroy(new.uuid)  # and giving it back clears it there too
     assert s.held(new.uuid) == {}
-    s.driver.tracker = None
+    s.driver.unsubscribe(s.tracker.handle_event)
     s.driver.destroy(s.inst(4))  # gone behind the agent's back
     assert s.cycle().nodes[0].allocations_removed == [s.inst(4)]
     assert s.held(s.inst(4)) == {}
