@@ -19,7 +19,8 @@ from oslo_config import cfg
 from agent.model.exceptions import ConfigError, HostDescriptionError
 from drivers.base import ComputeDriver
 from drivers.events import InstanceDestroyed, InstanceSpawning
-from drivers.fake_host import FakeNode, check_instances, load_host_description
+from drivers.fake_host import load_host_description
+from drivers.fake_host.nodes import FakeNode, check_instances
 from drivers.records import Gpu, HostResources, Instance, PciDevice, SriovPF, normalize_pci_address
 
 
