@@ -25,6 +25,7 @@ from agent.shape.layout import desired_providers
 from agent.shape.planning import plan_allocations
 from agent.shape.policy import LayoutPolicy, policy_from_conf
 from agent.shape.reshape import PlacedBy
+from drivers.events import EventEmitter
 from drivers.records import (
     REASON_NO_VFS,
     REASON_OFFERED,
@@ -36,7 +37,7 @@ from drivers.records import (
 LOG = logging.getLogger(__name__)
 
 
-class ComputeDriver(abc.ABC):
+class ComputeDriver(EventEmitter, abc.ABC):
     """Base class of every compute driver.
 
     Args:

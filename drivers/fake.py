@@ -12,17 +12,16 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from oslo_config import cfg
 
 from agent.model.exceptions import ConfigError, HostDescriptionError
 from drivers.base import ComputeDriver
-from drivers.fake_host import FakeNode, check_instances, load_host_description
+from drivers.events import InstanceDestroyed, InstanceSpawning
+from drivers.fake_host import load_host_description
+from drivers.fake_host.nodes import FakeNode, check_instances
 from drivers.records import Gpu, HostResources, Instance, PciDevice, SriovPF, normalize_pci_address
-
-if TYPE_CHECKING:
-    from agent.tracker.cycle import ResourceTracker
 
 
 class FakeDriver(ComputeDriver):
@@ -48,9 +47,6 @@ class FakeDriver(ComputeDriver):
         self.host_file = str(path)
         self._lock = threading.Lock()
         self._nodes: dict[str, FakeNode] = {}
-        # Set by whoever runs the tracker (tests): spawn/destroy then claim and
-        # give back through it, the path a real compute service takes.
-        self.tracker: ResourceTracker | None = None
         self.reload()
 
     def reload(self) -> None:
@@ -101,14 +97,19 @@ class FakeDriver(ComputeDriver):
         check_instances(host, instances, fail)
 
     def spawn(self, nodename: str, instance: Instance) -> None:
-        """Add an instance to a node, claiming its resources first when a tracker is set.
+        """Add an instance to a node, after telling listeners it is spawning.
+
+        Emits :class:`~drivers.events.InstanceSpawning` once the instance is
+        known to fit the description; a subscribed tracker claims its
+        resources then, the path a real compute service takes.
 
         Raises:
             KeyError: unknown node.
             HostDescriptionError: the UUID is taken, or the instance names a
                 device, mdev or NUMA cell the node does not have, or one
                 already assigned.
-            CapacityExceeded: the tracker's claim failed; the instance is not added.
+            CapacityExceeded: a listener's claim failed (any exception a
+                listener raises vetoes the spawn); the instance is not added.
         """
         with self._lock:
             node = self._node(nodename)
@@ -118,17 +119,23 @@ class FakeDriver(ComputeDriver):
                         f"fake node {nodename}", "", f"instance {instance.uuid} already exists"
                     )
             self._check(nodename, node.host, [*node.instances.values(), instance])
-        # Outside the driver's lock: the claim lays the node out, which reads it.
-        if self.tracker is not None:
-            self.tracker.instance_claim(nodename, instance)
+        # Outside the driver's lock: a claim lays the node out, which reads it.
+        self.emit(InstanceSpawning(nodename, instance))
         with self._lock:
             node.instances[instance.uuid] = instance
 
     def destroy(self, instance_uuid: str) -> Instance:
-        """Remove an instance wherever it runs and give its claim back; returns it.
+        """Remove an instance wherever it runs, then tell listeners it is gone.
+
+        Emits :class:`~drivers.events.InstanceDestroyed`; a subscribed tracker
+        gives the instance's claim back then.
+
+        Returns:
+            The removed instance.
 
         Raises:
             KeyError: no such instance.
+            Exception: whatever a listener raised; the instance stays removed.
         """
         with self._lock:
             nodename = next(
@@ -137,8 +144,7 @@ class FakeDriver(ComputeDriver):
             if nodename is None:
                 raise KeyError(f"no instance {instance_uuid} on any fake node")
             instance = self._nodes[nodename].instances.pop(instance_uuid)
-        if self.tracker is not None:
-            self.tracker.abort_instance_claim(nodename, instance)
+        self.emit(InstanceDestroyed(nodename, instance))
         return instance
 
     def update_host(self, nodename: str, **changes: Any) -> HostResources:

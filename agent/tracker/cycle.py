@@ -44,6 +44,7 @@ from agent.tracker.outcome import CycleOutcome, NodeOutcome
 from agent.tracker.retained import retain_gone_hardware
 from agent.tracker.sharing import SharingProviders
 from drivers.base import ComputeDriver
+from drivers.events import DriverEvent, InstanceDestroyed, InstanceSpawning
 from drivers.records import Instance
 
 LOG = logging.getLogger(__name__)
@@ -218,3 +219,18 @@ class ResourceTracker:
         """
         with self._lock(nodename):
             self.claims.give_back(nodename, instance)
+
+    def handle_event(self, event: DriverEvent) -> None:
+        """Claim on :class:`InstanceSpawning`, give back on :class:`InstanceDestroyed`.
+
+        Subscribe it with ``driver.subscribe(tracker.handle_event)``; a claim
+        that fails raises here and so vetoes the spawn (drivers.events).
+
+        Raises:
+            CapacityExceeded, PlacementError: as :meth:`instance_claim` and
+                :meth:`abort_instance_claim`.
+        """
+        if isinstance(event, InstanceSpawning):
+            self.instance_claim(event.nodename, event.instance)
+        elif isinstance(event, InstanceDestroyed):
+            self.abort_instance_claim(event.nodename, event.instance)

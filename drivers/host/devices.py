@@ -10,6 +10,8 @@ cannot disagree with what is reported.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from drivers.host.device_spec import first_match
 from drivers.host.discovery import Discovery
@@ -29,6 +31,8 @@ from drivers.records import (
     REASON_VF_OF_OFFERED,
     DeviceView,
     Gpu,
+    PciDevice,
+    SriovPF,
 )
 
 
@@ -47,6 +51,105 @@ def _supported_types(
     return {g.address: tuple(sorted(g.mdev_types)) for g in gpus}
 
 
+class _Verdict(NamedTuple):
+    """Whether a function is offered, as what, and why (a ``REASON_*`` kind and a sentence)."""
+
+    offered: bool
+    offered_as: str | None
+    kind: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class _Offered:
+    """What the discovery offered, by address, and what explains the rest."""
+
+    settings: HostSettings
+    functions: Mapping[str, PciFunction]
+    gpus: Mapping[str, Gpu]
+    pfs: Mapping[str, SriovPF]
+    whole: Mapping[str, PciDevice]
+    supported: Mapping[str, tuple[str, ...]]
+
+
+def _vgpu_parent(fn: PciFunction, seen: _Offered) -> _Verdict:
+    """A GPU offered as vGPU parent (drivers.host.mdev, drivers.host.nvidia)."""
+    gpu = seen.gpus[fn.address]
+    kind = REASON_OFFERED
+    if gpu.mdev_types:
+        types = ", ".join(sorted(gpu.mdev_types))
+        reason = f"vGPU parent: mdev type {types} enabled ([devices] enabled_mdev_types)"
+    else:
+        types = ", ".join(sorted({m.type_id for m in gpu.mdevs}))
+        reason = f"vGPU parent: holds mdevs of type {types} (not in enabled_mdev_types)"
+    if first_match(seen.settings.specs, fn) is not None:
+        kind = REASON_IN_USE_BY_HOST
+        reason += (
+            "; [pci] device_spec matches it too, but a GPU in use by the host as a "
+            "vGPU parent is not also offered for passthrough"
+        )
+    return _Verdict(True, "VGPU", kind, reason)
+
+
+def _mdev_not_enabled(fn: PciFunction, seen: _Offered) -> _Verdict:
+    """A GPU that supports mdev types, none of them enabled."""
+    enabled = ", ".join(seen.settings.enabled_mdev_types) or "(empty)"
+    reason = (
+        f"mdev type not enabled: supports {', '.join(seen.supported[fn.address])}; "
+        f"[devices] enabled_mdev_types is {enabled}"
+    )
+    return _Verdict(False, None, REASON_MDEV_NOT_ENABLED, reason)
+
+
+def _virtual_function(fn: PciFunction, seen: _Offered) -> _Verdict:
+    """A VF: offered through its PF (SR-IOV) or its GPU (NVIDIA vGPU), or not at all."""
+    if fn.physfn in seen.pfs and seen.pfs[fn.physfn].num_vfs:
+        reason = f"a VF of {fn.physfn}: counted in its SRIOV_NET_VF inventory"
+        return _Verdict(True, "SRIOV_NET_VF", REASON_VF_OF_OFFERED, reason)
+    if fn.nvidia_vgpu and fn.physfn in seen.gpus:
+        reason = f"an NVIDIA vGPU VF of {fn.physfn}: counted in its VGPU inventory"
+        return _Verdict(True, "VGPU", REASON_VF_OF_OFFERED, reason)
+    reason = f"a VF of {fn.physfn}, which is not offered"
+    return _Verdict(False, None, REASON_PARENT_NOT_OFFERED, reason)
+
+
+def _physical_function(fn: PciFunction, seen: _Offered) -> _Verdict:
+    """An SR-IOV capable PF: offered by its VFs (drivers.host.sriov), if it has any."""
+    if fn.address in seen.pfs and seen.pfs[fn.address].num_vfs:
+        pf = seen.pfs[fn.address]
+        physnet = f", physnet {pf.physnet}" if pf.physnet else ""
+        reason = f"SR-IOV PF with {pf.num_vfs} of {pf.total_vfs} VFs configured{physnet}"
+        return _Verdict(True, "SRIOV_NET_VF", REASON_OFFERED, reason)
+    if pf_spec(fn, seen.functions, seen.settings.specs) is not None:
+        reason = (
+            f"no VFs configured: sriov_numvfs is 0 (up to {fn.total_vfs}); a PF is "
+            "offered by its VFs"
+        )
+        return _Verdict(False, None, REASON_NO_VFS, reason)
+    return _Verdict(False, None, REASON_NO_SPEC, "no [pci] device_spec matches the PF or its VFs")
+
+
+def _whole_device(fn: PciFunction, seen: _Offered) -> _Verdict:
+    """Any other function: offered whole for passthrough if a device_spec matched it."""
+    if fn.address in seen.whole:
+        reason = "[pci] device_spec matches: offered whole for passthrough"
+        return _Verdict(True, seen.whole[fn.address].resource_class, REASON_OFFERED, reason)
+    return _Verdict(False, None, REASON_NO_SPEC, "no [pci] device_spec matches")
+
+
+def _verdict(fn: PciFunction, seen: _Offered) -> _Verdict:
+    """The rule of the first kind ``fn`` is, in the collectors' order of precedence."""
+    if fn.address in seen.gpus:
+        return _vgpu_parent(fn, seen)
+    if fn.address in seen.supported:
+        return _mdev_not_enabled(fn, seen)
+    if fn.physfn is not None:
+        return _virtual_function(fn, seen)
+    if fn.total_vfs:
+        return _physical_function(fn, seen)
+    return _whole_device(fn, seen)
+
+
 def device_views(discovery: Discovery, settings: HostSettings) -> tuple[DeviceView, ...]:
     """One :class:`DeviceView` per PCI function discovery read, by address.
 
@@ -57,70 +160,18 @@ def device_views(discovery: Discovery, settings: HostSettings) -> tuple[DeviceVi
     Raises:
         SysfsError: the mdev listing became unreadable since the discovery.
     """
-    functions = discovery.functions
     res = discovery.resources
-    gpus = {g.address: g for g in res.gpus}
-    pfs = {p.address: p for p in res.sriov_pfs}
-    whole = {d.address: d for d in res.pci_devices}
-    supported = _supported_types(settings, functions)
-    enabled = ", ".join(settings.enabled_mdev_types) or "(empty)"
+    seen = _Offered(
+        settings=settings,
+        functions=discovery.functions,
+        gpus={g.address: g for g in res.gpus},
+        pfs={p.address: p for p in res.sriov_pfs},
+        whole={d.address: d for d in res.pci_devices},
+        supported=_supported_types(settings, discovery.functions),
+    )
     views = []
-    for fn in sorted(functions.values(), key=lambda f: f.address):
-        offered_as: str | None = None
-        offered = False
-        if fn.address in gpus:
-            offered, offered_as, kind = True, "VGPU", REASON_OFFERED
-            gpu = gpus[fn.address]
-            if gpu.mdev_types:
-                types = ", ".join(sorted(gpu.mdev_types))
-                reason = f"vGPU parent: mdev type {types} enabled ([devices] enabled_mdev_types)"
-            else:
-                types = ", ".join(sorted({m.type_id for m in gpu.mdevs}))
-                reason = f"vGPU parent: holds mdevs of type {types} (not in enabled_mdev_types)"
-            if first_match(settings.specs, fn) is not None:
-                kind = REASON_IN_USE_BY_HOST
-                reason += (
-                    "; [pci] device_spec matches it too, but a GPU in use by the host as a "
-                    "vGPU parent is not also offered for passthrough"
-                )
-        elif fn.address in supported:
-            kind = REASON_MDEV_NOT_ENABLED
-            reason = (
-                f"mdev type not enabled: supports {', '.join(supported[fn.address])}; "
-                f"[devices] enabled_mdev_types is {enabled}"
-            )
-        elif fn.physfn is not None:
-            if fn.physfn in pfs and pfs[fn.physfn].num_vfs:
-                offered, offered_as, kind = True, "SRIOV_NET_VF", REASON_VF_OF_OFFERED
-                reason = f"a VF of {fn.physfn}: counted in its SRIOV_NET_VF inventory"
-            elif fn.nvidia_vgpu and fn.physfn in gpus:
-                offered, offered_as, kind = True, "VGPU", REASON_VF_OF_OFFERED
-                reason = f"an NVIDIA vGPU VF of {fn.physfn}: counted in its VGPU inventory"
-            else:
-                kind = REASON_PARENT_NOT_OFFERED
-                reason = f"a VF of {fn.physfn}, which is not offered"
-        elif fn.total_vfs:
-            if fn.address in pfs and pfs[fn.address].num_vfs:
-                pf = pfs[fn.address]
-                offered, offered_as, kind = True, "SRIOV_NET_VF", REASON_OFFERED
-                physnet = f", physnet {pf.physnet}" if pf.physnet else ""
-                reason = f"SR-IOV PF with {pf.num_vfs} of {pf.total_vfs} VFs configured{physnet}"
-            elif pf_spec(fn, functions, settings.specs) is not None:
-                kind = REASON_NO_VFS
-                reason = (
-                    f"no VFs configured: sriov_numvfs is 0 (up to {fn.total_vfs}); a PF is "
-                    "offered by its VFs"
-                )
-            else:
-                kind = REASON_NO_SPEC
-                reason = "no [pci] device_spec matches the PF or its VFs"
-        elif fn.address in whole:
-            device = whole[fn.address]
-            offered, offered_as, kind = True, device.resource_class, REASON_OFFERED
-            reason = "[pci] device_spec matches: offered whole for passthrough"
-        else:
-            kind = REASON_NO_SPEC
-            reason = "no [pci] device_spec matches"
+    for fn in sorted(discovery.functions.values(), key=lambda f: f.address):
+        verdict = _verdict(fn, seen)
         views.append(
             DeviceView(
                 address=fn.address,
@@ -133,11 +184,11 @@ def device_views(discovery: Discovery, settings: HostSettings) -> tuple[DeviceVi
                 total_vfs=fn.total_vfs,
                 num_vfs=len(fn.vf_addresses),
                 physfn=fn.physfn,
-                mdev_types=supported.get(fn.address, ()),
-                offered=offered,
-                offered_as=offered_as,
-                reason=reason,
-                reason_kind=kind,
+                mdev_types=seen.supported.get(fn.address, ()),
+                offered=verdict.offered,
+                offered_as=verdict.offered_as,
+                reason=verdict.reason,
+                reason_kind=verdict.kind,
             )
         )
     return tuple(views)

@@ -229,3 +229,46 @@ class LibvirtConnection:
     def close(self) -> None:
         """Close the connection (the next :meth:`get` opens one again)."""
         self.mark_lost()
+
+
+def listed_xml(
+    connection: LibvirtConnection,
+    call: str,
+    xml_desc: Callable[[int], str],
+    what: str,
+    vanished: int,
+    fate: str,
+    warn: Callable[[str], None],
+) -> str | None:
+    """The XML of an object libvirt listed (a domain, a node device), or None when unusable.
+
+    Objects come and go between the listing and the read (a domain destroyed,
+    an mdev removed): that one is warned about and skipped, the rest of the
+    cycle goes on.
+
+    Args:
+        connection: the connection the call goes through.
+        call: libvirt's name of the call, for errors (``virDomainGetXMLDesc``).
+        xml_desc: the object's ``XMLDesc`` method.
+        what: the object as warnings name it (``domain vm-1 (UUID)``).
+        vanished: the error code meaning the object is gone (``VIR_ERR_NO_DOMAIN``).
+        fate: what becomes of the object, ending the warning (``left out``).
+        warn: where the warning goes.
+
+    Returns:
+        The XML text, or None after a warning when the object vanished or the
+        call failed.
+
+    Raises:
+        LibvirtConnectionError: the connection was lost meanwhile.
+    """
+    try:
+        return connection.call(call, xml_desc, 0)
+    except LibvirtConnectionError:
+        raise
+    except LibvirtCallError as exc:
+        if exc.code == vanished:
+            warn(f"{what} vanished after it was listed; {fate}")
+        else:
+            warn(f"{what}: {exc}; {fate}")
+        return None

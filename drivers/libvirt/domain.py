@@ -173,6 +173,57 @@ def _disk(elem: ET.Element, what: str) -> Disk:
     return Disk(dev, elem.get("type", "file"), source, order)
 
 
+def _disks(root: ET.Element, what: str) -> tuple[tuple[Disk, ...], Disk | None]:
+    """The domain's disks (not CD-ROMs or floppies) and its root disk.
+
+    The root disk is the one with the lowest ``<boot order>``, else the first
+    disk (libvirt boots the first disk when no order is given).
+    """
+    disks = tuple(
+        _disk(d, what) for d in root.findall("devices/disk") if d.get("device", "disk") == "disk"
+    )
+    ordered = [d for d in disks if d.boot_order is not None]
+    if ordered:
+        return disks, min(ordered, key=lambda d: d.boot_order or 0)
+    return disks, (disks[0] if disks else None)
+
+
+def _hostdevs(
+    root: ET.Element, what: str
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """``<hostdev>`` devices: (PCI addresses, mdev UUIDs, the types of any other kind)."""
+    pci: list[str] = []
+    mdevs: list[str] = []
+    others: list[str] = []
+    for hd in root.findall("devices/hostdev"):
+        kind = hd.get("type", "")
+        address = hd.find("source/address")
+        if kind == "pci" and address is not None:
+            pci.append(_pci_address(address, what))
+        elif kind == "mdev" and address is not None and address.get("uuid"):
+            mdevs.append(address.get("uuid", "").lower())
+        else:
+            others.append(kind or "(none)")
+    return tuple(pci), tuple(mdevs), tuple(others)
+
+
+def _interfaces(root: ET.Element, what: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``<interface>`` devices: (PCI addresses of ``type=hostdev`` ones, host netdevs of
+    ``type=direct`` (macvtap) ones)."""
+    pci: list[str] = []
+    direct: list[str] = []
+    for iface in root.findall("devices/interface"):
+        kind = iface.get("type")
+        address = iface.find("source/address")
+        if kind == "hostdev" and address is not None and address.get("type", "pci") == "pci":
+            pci.append(_pci_address(address, what))
+        elif kind == "direct":
+            src = iface.find("source")
+            if src is not None and src.get("dev"):
+                direct.append(src.get("dev", ""))
+    return tuple(pci), tuple(direct)
+
+
 def parse_domain(text: str, what: str = "domain") -> DomainDef:
     """Parse one ``virDomainGetXMLDesc`` document (see :func:`domain_from_element`).
 
@@ -201,35 +252,9 @@ def domain_from_element(root: ET.Element, what: str = "domain") -> DomainDef:
         raise LibvirtXMLError(what, "no <uuid>")
     what = f"domain {name} ({uuid})"
     vcpus = to_int(root.findtext("vcpu"), what, "vcpu")
-    disks = tuple(
-        _disk(d, what) for d in root.findall("devices/disk") if d.get("device", "disk") == "disk"
-    )
-    ordered = [d for d in disks if d.boot_order is not None]
-    root_disk = (
-        min(ordered, key=lambda d: d.boot_order or 0) if ordered else (disks[0] if disks else None)
-    )
-    pci: list[str] = []
-    mdevs: list[str] = []
-    others: list[str] = []
-    for hd in root.findall("devices/hostdev"):
-        kind = hd.get("type", "")
-        address = hd.find("source/address")
-        if kind == "pci" and address is not None:
-            pci.append(_pci_address(address, what))
-        elif kind == "mdev" and address is not None and address.get("uuid"):
-            mdevs.append(address.get("uuid", "").lower())
-        else:
-            others.append(kind or "(none)")
-    direct: list[str] = []
-    for iface in root.findall("devices/interface"):
-        kind = iface.get("type")
-        address = iface.find("source/address")
-        if kind == "hostdev" and address is not None and address.get("type", "pci") == "pci":
-            pci.append(_pci_address(address, what))
-        elif kind == "direct":
-            src = iface.find("source")
-            if src is not None and src.get("dev"):
-                direct.append(src.get("dev", ""))
+    disks, root_disk = _disks(root, what)
+    pci, mdevs, others = _hostdevs(root, what)
+    interface_pci, direct = _interfaces(root, what)
     return DomainDef(
         uuid=uuid,
         name=name,
@@ -239,8 +264,8 @@ def domain_from_element(root: ET.Element, what: str = "domain") -> DomainDef:
         numa_cells=_cells(root.find("numatune"), what),
         disks=disks,
         root=root_disk,
-        pci_addresses=tuple(pci),
-        mdev_uuids=tuple(mdevs),
-        direct_interfaces=tuple(direct),
-        other_hostdevs=tuple(others),
+        pci_addresses=pci + interface_pci,
+        mdev_uuids=mdevs,
+        direct_interfaces=direct,
+        other_hostdevs=others,
     )

@@ -218,6 +218,49 @@ def _address_elem(parent: ET.Element, address: str) -> None:
     )
 
 
+def _sriov_caps(cap: ET.Element, dev: dict[str, Any]) -> None:
+    """A VF's ``phys_function`` and a PF's ``virt_functions`` capabilities."""
+    if dev.get("physfn"):
+        _address_elem(_sub(cap, "capability", type="phys_function"), dev["physfn"])
+    if "max_vfs" in dev or dev.get("vfs"):
+        vfs = _sub(cap, "capability", type="virt_functions", maxCount=dev.get("max_vfs", 0))
+        for vf in dev.get("vfs") or ():
+            _address_elem(vfs, vf)
+
+
+def _mdev_types_cap(cap: ET.Element, dev: dict[str, Any]) -> None:
+    """A GPU's ``mdev_types`` capability: id -> (name or None, available, device API)."""
+    if not dev.get("mdev_types"):
+        return
+    types = _sub(cap, "capability", type="mdev_types")
+    for tid, (name, available, api) in dev["mdev_types"].items():
+        t = _sub(types, "type", id=tid)
+        if name is not None:
+            _sub(t, "name", name)
+        _sub(t, "deviceAPI", api)
+        _sub(t, "availableInstances", available)
+
+
+def _vpd_cap(cap: ET.Element, dev: dict[str, Any]) -> None:
+    """The ``vpd`` capability: the product name and its read-only fields."""
+    if not dev.get("vpd"):
+        return
+    vpd = _sub(cap, "capability", type="vpd")
+    _sub(vpd, "name", dev["vpd"]["name"])
+    ro = _sub(vpd, "fields", access="readonly")
+    for tag, value in (dev["vpd"].get("readonly") or {}).items():
+        _sub(ro, tag, value)
+
+
+def _net_devices(node: ET.Element, dev: dict[str, Any]) -> None:
+    """One ``net_*`` node device per interface of the PCI device, its child."""
+    for iface in dev.get("net") or ():
+        net = _sub(node, "device")
+        _sub(net, "name", f"net_{iface}")
+        _sub(net, "parent", dev.get("name") or device_name(dev["address"]))
+        _sub(_sub(net, "capability", type="net"), "interface", iface)
+
+
 def _pci_device(node: ET.Element, dev: dict[str, Any]) -> None:
     elem = _sub(node, "device")
     _sub(elem, "name", dev.get("name") or device_name(dev["address"]))
@@ -234,50 +277,15 @@ def _pci_device(node: ET.Element, dev: dict[str, Any]) -> None:
     _sub(cap, "product", id=f"0x{dev['product']}")
     _sub(cap, "vendor", id=f"0x{dev['vendor']}")
     _sriov_caps(cap, dev)
-    _mdev_types(cap, dev)
+    _mdev_types_cap(cap, dev)
     for kind in dev.get("extra_caps") or ():  # e.g. pci-bridge, which the drivers ignore
         _sub(cap, "capability", type=kind)
-    _vpd(cap, dev)
+    _vpd_cap(cap, dev)
     if dev.get("iommu_group") is not None:
         _address_elem(_sub(cap, "iommuGroup", number=dev["iommu_group"]), dev["address"])
     if dev.get("numa") is not None:
         _sub(cap, "numa", node=dev["numa"])
-    for iface in dev.get("net") or ():
-        net = _sub(node, "device")
-        _sub(net, "name", f"net_{iface}")
-        _sub(net, "parent", dev.get("name") or device_name(dev["address"]))
-        _sub(_sub(net, "capability", type="net"), "interface", iface)
-
-
-def _sriov_caps(cap: ET.Element, dev: dict[str, Any]) -> None:
-    if dev.get("physfn"):
-        _address_elem(_sub(cap, "capability", type="phys_function"), dev["physfn"])
-    if "max_vfs" in dev or dev.get("vfs"):
-        vfs = _sub(cap, "capability", type="virt_functions", maxCount=dev.get("max_vfs", 0))
-        for vf in dev.get("vfs") or ():
-            _address_elem(vfs, vf)
-
-
-def _mdev_types(cap: ET.Element, dev: dict[str, Any]) -> None:
-    if not dev.get("mdev_types"):
-        return
-    types = _sub(cap, "capability", type="mdev_types")
-    for tid, (name, available, api) in dev["mdev_types"].items():
-        t = _sub(types, "type", id=tid)
-        if name is not None:
-            _sub(t, "name", name)
-        _sub(t, "deviceAPI", api)
-        _sub(t, "availableInstances", available)
-
-
-def _vpd(cap: ET.Element, dev: dict[str, Any]) -> None:
-    if not dev.get("vpd"):
-        return
-    vpd = _sub(cap, "capability", type="vpd")
-    _sub(vpd, "name", dev["vpd"]["name"])
-    ro = _sub(vpd, "fields", access="readonly")
-    for tag, value in (dev["vpd"].get("readonly") or {}).items():
-        _sub(ro, tag, value)
+    _net_devices(node, dev)
 
 
 def _mdev_device(node: ET.Element, mdev: dict[str, Any]) -> None:

@@ -380,8 +380,8 @@ def _libvirt_driver(host: Host, tmp_path: Path) -> LibvirtDriver:
 @pytest.mark.parametrize("host", LIBVIRT_HOSTS, ids=_ids(LIBVIRT_HOSTS))
 def test_one_bad_libvirt_document_costs_at_most_one_warning(host, tmp_path):
     driver = _libvirt_driver(host, tmp_path)
-    listed = driver.list_node_devices()
-    base = driver.read_node_devices(listed)
+    listed = driver.host.list_node_devices()
+    base = driver.host.read_node_devices(listed)
     before = set(driver.warnings)
     names = sorted(d.name() for d in listed)
     originals = {d.name(): _parsed(d) for d in listed}
@@ -390,14 +390,14 @@ def test_one_bad_libvirt_document_costs_at_most_one_warning(host, tmp_path):
         for kind, text in _xml_mutations(listed[index].XMLDesc(0)).items():
             driver.warnings = []
             mutated = [*listed[:index], _BadDevice(listed[index], text), *listed[index + 1 :]]
-            got = driver.read_node_devices(mutated)
+            got = driver.host.read_node_devices(mutated)
             new = set(driver.warnings) - before
             assert len(new) <= 1 and all(name in w for w in new), (name, kind, new)
             kin = _kin(base, originals[name])
             for address, fn in base.functions.items():
                 if address not in kin:
                     assert got.functions.get(address) == fn, (name, kind, address)
-    caps = Path(driver.capabilities_file) if driver.capabilities_file else None
+    caps = Path(driver.host.capabilities_file) if driver.host.capabilities_file else None
     if caps is None:
         return
     whole = driver.get_host_resources("cn1")

@@ -183,7 +183,7 @@ def test_start_up_reshape_killed_at_each_write_completes_on_the_next_start(tmp_p
 def test_a_removal_answered_500_is_tried_again_until_it_lands(setup):
     s = setup
     assert s.cycle(startup=True).ok
-    s.driver.tracker = None
+    s.driver.unsubscribe(s.tracker.handle_event)
     s.driver.destroy(s.inst(2))  # gone behind the agent's back
     fail_at(s.client, matching("PUT", "/allocations/{consumer}"))
     first = s.cycle()
@@ -203,7 +203,7 @@ def test_known_consumers_survive_the_loss_of_one_state_file(setup):
     s = setup
     assert s.cycle(startup=True).ok
     (s.state.path / CONSUMERS_FILE).write_text("{ not json")
-    s.driver.tracker = None
+    s.driver.unsubscribe(s.tracker.handle_event)
     s.driver.destroy(s.inst(1))
     assert s.cycle().nodes[0].allocations_removed == [s.inst(1)]
     assert held(s.base, s.inst(1)) == {}

@@ -176,7 +176,8 @@ def test_known_consumers_survive_a_restart(setup, embedded):
     """An instance gone while the agent was down still has its allocation removed."""
     s = setup
     assert s.cycle(startup=True).ok
-    s.driver.tracker = None  # destroyed behind the agent's back (it was not running)
+    # Destroyed behind the agent's back (it was not running).
+    s.driver.unsubscribe(s.tracker.handle_event)
     s.driver.destroy(s.inst(2))
     report = ReportClient(embedded.client(), s.state)
     restarted = ResourceTracker(s.conf, s.driver, report, s.state)
@@ -213,7 +214,7 @@ def test_instance_moved_away_keeps_its_allocations_elsewhere(setup):
     }
     resp = requests.put(f"{s.base}/allocations/{s.inst(1)}", json=body, headers=HEADERS, timeout=10)
     assert resp.status_code == 204, resp.text
-    s.driver.tracker = None
+    s.driver.unsubscribe(s.tracker.handle_event)
     s.driver.destroy(s.inst(1))
     outcome = s.cycle()
     assert outcome.nodes[0].allocations_removed == [s.inst(1)]
@@ -261,7 +262,7 @@ def test_gpu_removed_while_allocated_stays_reserved_until_its_instances_go(setup
     assert inv["VGPU"]["reserved"] == inv["VGPU"]["total"] == 4
     assert s.held(s.inst(1))[gpu] == {"VGPU": 1}  # nothing taken from under the instance
     assert s.cycle().nodes[0].allocations_written == []  # and the audit leaves it so
-    s.driver.tracker = None
+    s.driver.unsubscribe(s.tracker.handle_event)
     s.driver.destroy(s.inst(1))
     s.cycle()
     assert s.uuid(gpu) == gpu_uuid  # vdi-2 still holds one
@@ -396,7 +397,7 @@ def test_shared_storage_disk_goes_to_the_sharing_provider_found_once(tmp_path, e
     assert s.cycle().nodes[0].allocations_written == []
     s.driver.destroy(new.uuid)  # and giving it back clears it there too
     assert s.held(new.uuid) == {}
-    s.driver.tracker = None
+    s.driver.unsubscribe(s.tracker.handle_event)
     s.driver.destroy(s.inst(4))  # gone behind the agent's back
     assert s.cycle().nodes[0].allocations_removed == [s.inst(4)]
     assert s.held(s.inst(4)) == {}
@@ -431,7 +432,8 @@ def test_one_listing_and_one_discovery_per_node_per_cycle(tmp_path, embedded):
     }
 
     n = s.nodename
-    s.driver.tracker = None  # changes behind the tracker's back: the cycle finds them
+    # Changes behind the tracker's back: the cycle finds them.
+    s.driver.unsubscribe(s.tracker.handle_event)
     s.driver.update_host(n, memory_mb=s.driver.get_host_resources(n).memory_mb - 1024)
     s.driver.remove_device(n, "0000:5e:00.0")  # a GPU whose vGPUs are in use: retained
     s.driver.destroy(s.inst(4))

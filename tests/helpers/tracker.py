@@ -67,7 +67,7 @@ class Setup:
         self.tracker = ResourceTracker(
             self.conf, self.driver, self.report, self.state, clock=lambda: self.now
         )
-        self.driver.tracker = self.tracker
+        self.driver.subscribe(self.tracker.handle_event)
         self.base = embedded.url
 
     def inst(self, n: int) -> str:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agent.model.exceptions import ConfigError, HostDescriptionError
+from agent.model.exceptions import CapacityExceeded, ConfigError, HostDescriptionError
 from agent.model.provider_tree import ProviderTree
 from drivers import load_driver
+from drivers.events import DriverEvent
 from drivers.fake import FakeDriver
 from drivers.fake_host import load_host_description, parse_host_description
 from drivers.records import Flavor, Gpu, Instance, MdevType, PciDevice, SriovPF
@@ -207,6 +208,31 @@ def test_spawn_and_destroy(driver):
     assert NEW not in driver.expected_allocations(tree_for(driver), "big-host")
     with pytest.raises(KeyError):
         driver.destroy(NEW)
+
+
+def test_spawn_and_destroy_emit_events_and_a_listener_can_veto(driver):
+    """drivers.events: spawning is heard before the add (a raise vetoes), destroyed after."""
+    heard: list[tuple[str, bool]] = []
+
+    def listener(event: DriverEvent) -> None:
+        present = any(i.uuid == event.instance.uuid for i in driver.list_instances("big-host"))
+        heard.append((type(event).__name__, present))
+        if event.instance.flavor.vcpus > 100:
+            raise CapacityExceeded("VCPU", 101, 0, 100, "too big")
+
+    driver.subscribe(listener)
+    fits = Instance(NEW, "p", "u", Flavor(vcpus=2, memory_mb=2048, root_gb=10))
+    driver.spawn("big-host", fits)
+    assert driver.destroy(NEW) == fits
+    assert heard == [("InstanceSpawning", False), ("InstanceDestroyed", False)]
+    with pytest.raises(CapacityExceeded):
+        driver.spawn("big-host", Instance(NEW, "p", "u", Flavor(vcpus=101, memory_mb=1)))
+    assert NEW not in {i.uuid for i in driver.list_instances("big-host")}
+    driver.unsubscribe(listener)
+    driver.spawn("big-host", fits)
+    assert len(heard) == 3
+    with pytest.raises(ValueError):
+        driver.unsubscribe(listener)
 
 
 def test_change_totals(driver):

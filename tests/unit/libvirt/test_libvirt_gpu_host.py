@@ -111,7 +111,7 @@ def test_type_preference_and_records(tmp_path):
     tree = tree_view(laid_out(driver))
     assert "cn1_pci_0000_86_00_0" not in tree  # its mdevs are nvidia-35, not enabled
     assert tree["cn1_pci_0000_87_00_0"]["inv"] == {"VGPU": (8, 0, 8, 1.0)}
-    res = driver.last.resources
+    res = driver.host.last.resources
     assert res.gpu_of_mdev() == {
         "4b20d080-1b54-4048-85b3-a6a62d165c01": "0000:86:00.0",
         "a8a1b1a4-3d4a-4d5c-9c0e-bb3b7e5a5e02": "0000:86:00.0",

@@ -124,11 +124,11 @@ def test_warnings_are_logged_once_per_driver(tmp_path, caplog):
 
 def test_domain_vanished_between_list_and_read(tmp_path, caplog):
     driver = libvirt_driver(tmp_path, "small-host")
-    listed = driver.list_domains()
+    listed = driver.instances.list_domains()
     gone = driver.connection.get().lookupByName("vm-orphan")
     gone.undefine()  # persistent -> transient
     gone.destroy()  # a stopped transient domain is gone
-    instances = driver.read_instances(listed)
+    instances = driver.instances.read(listed)
     assert "cccccccc-0000-4000-8000-000000000004" not in {i.uuid for i in instances}
     assert len(instances) == 5
     line = "domain vm-orphan (cccccccc-0000-4000-8000-000000000004) vanished after it was listed"

@@ -1,0 +1,213 @@
+"""Every libvirt domain, running or not, as an :class:`~drivers.records.Instance`.
+
+What a domain holds comes from its XML (:mod:`drivers.libvirt.domain`): vCPUs,
+memory, PCI host devices, mdevs, NUMA placement, disks. Who owns it and its
+flavor come from nova's metadata (:mod:`drivers.libvirt.metadata`); without
+it the domain is counted under ``[libvirt] unowned_project_id`` and
+``unowned_user_id``, its disks sized by ``virDomainGetBlockInfo``.
+:mod:`agent.shape.planning` turns the records into allocations.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import libvirt
+
+from drivers.libvirt.connection import (
+    LibvirtCallError,
+    LibvirtConnection,
+    LibvirtConnectionError,
+    listed_xml,
+)
+from drivers.libvirt.domain import DomainDef, domain_from_element
+from drivers.libvirt.metadata import InstanceMeta, read_metadata
+from drivers.libvirt.nodedev import HostDevices
+from drivers.libvirt.xmlutil import LibvirtXMLError, parse_xml
+from drivers.records import Flavor, Instance
+
+GIB = 1024**3
+_KEPT = "its allocation is left as it is until it can be read"
+
+
+class InstanceView:
+    """Reads the domains of a libvirt host as instances.
+
+    Args:
+        connection: the connection every call goes through.
+        unowned_project_id, unowned_user_id: the owner of a domain without
+            nova's metadata (or with metadata that cannot be read).
+        devices: the host's node devices (a macvtap interface on a VF holds
+            that VF); called once per read, only when a domain needs it.
+        warn: where warnings go (the driver keeps them and logs each once).
+
+    Attributes:
+        unreadable: UUIDs of the domains the last :meth:`read` listed but
+            could not read.
+    """
+
+    def __init__(
+        self,
+        connection: LibvirtConnection,
+        unowned_project_id: str,
+        unowned_user_id: str,
+        devices: Callable[[], HostDevices],
+        warn: Callable[[str], None],
+    ) -> None:
+        self.connection = connection
+        self.unowned_project_id = unowned_project_id
+        self.unowned_user_id = unowned_user_id
+        self._devices = devices
+        self._warn = warn
+        self.unreadable: set[str] = set()
+
+    def list_domains(self) -> list[libvirt.virDomain]:
+        """Every domain, active and inactive, as libvirt lists them now.
+
+        Raises:
+            LibvirtConnectionError, LibvirtCallError: the listing failed.
+        """
+        conn = self.connection.get()
+        return self.connection.call("virConnectListAllDomains", conn.listAllDomains, 0)
+
+    def read(self, domains: list[libvirt.virDomain]) -> list[Instance]:
+        """Turn listed domains into instances (and :attr:`unreadable` anew).
+
+        A domain that vanished since the listing, or whose XML or metadata
+        cannot be used, is warned about (``domain NAME (UUID): ...``); with
+        bad metadata it is still counted, under the unowned project and user.
+
+        Raises:
+            LibvirtConnectionError: the connection was lost meanwhile.
+        """
+        self.unreadable = set()
+        devices: HostDevices | None = None
+        out = []
+        for dom in domains:
+            what = f"domain {dom.name()} ({dom.UUIDString()})"
+            read = self._definition(dom, what)
+            if read is None:
+                continue
+            ddef, meta = read
+            if devices is None:
+                devices = self._devices()
+            out.append(self._instance(dom, ddef, meta, devices, what))
+        return out
+
+    def _definition(
+        self, dom: libvirt.virDomain, what: str
+    ) -> tuple[DomainDef, InstanceMeta | None] | None:
+        """The domain's definition and nova's metadata (None if unusable, warned).
+
+        None when the domain cannot be read; it is then :attr:`unreadable`
+        unless it went away since the listing (then it is gone).
+        """
+        text = listed_xml(
+            self.connection,
+            "virDomainGetXMLDesc",
+            dom.XMLDesc,
+            what,
+            libvirt.VIR_ERR_NO_DOMAIN,
+            _KEPT,
+            self._warn,
+        )
+        if text is None:
+            if self._domain_exists(dom):
+                self.unreadable.add(dom.UUIDString())
+            return None
+        try:
+            root = parse_xml(text, what)
+            ddef = domain_from_element(root, what)
+        except LibvirtXMLError as exc:
+            self._warn(f"{exc}; {_KEPT} (virsh dumpxml {dom.UUIDString()})")
+            self.unreadable.add(dom.UUIDString())
+            return None
+        try:
+            return ddef, read_metadata(root, what)
+        except LibvirtXMLError as exc:
+            self._warn(f"{exc}; counted under the unowned project and user")
+            return ddef, None
+
+    def _domain_exists(self, dom: libvirt.virDomain) -> bool:
+        """False when ``dom`` went away since it was listed (then it is gone, not unreadable)."""
+        try:
+            self.connection.call("virDomainGetInfo", dom.info)
+        except LibvirtConnectionError:
+            raise
+        except LibvirtCallError as exc:
+            return exc.code != libvirt.VIR_ERR_NO_DOMAIN
+        return True
+
+    def _disk_gib(self, dom: libvirt.virDomain, target: str, what: str) -> int:
+        """Disk ``target``'s capacity in GiB, rounded up; 0 (warned) when libvirt cannot say."""
+        try:
+            capacity = self.connection.call("virDomainGetBlockInfo", dom.blockInfo, target, 0)[0]
+        except LibvirtConnectionError:
+            raise
+        except LibvirtCallError as exc:
+            self._warn(f"{what}: size of disk {target} unknown ({exc.reason}); counted as 0 GiB")
+            return 0
+        return math.ceil(capacity / GIB)
+
+    def _flavor(
+        self, dom: libvirt.virDomain, ddef: DomainDef, meta: InstanceMeta | None, what: str
+    ) -> Flavor:
+        """nova's flavor from the metadata (CPU and memory from the XML where it leaves them
+        out); without one, the XML's CPU and memory and the local disks' sizes (the root
+        disk is the boot disk, every other local disk is ephemeral)."""
+        if meta is not None and meta.flavor is not None:
+            f = meta.flavor
+            return Flavor(
+                vcpus=ddef.vcpus if f.vcpus is None else f.vcpus,
+                memory_mb=ddef.memory_mb if f.memory_mb is None else f.memory_mb,
+                root_gb=f.root_gb,
+                ephemeral_gb=f.ephemeral_gb,
+                swap_mb=f.swap_mb,
+                name=f.name,
+            )
+        sizes = {d.target: self._disk_gib(dom, d.target, what) for d in ddef.disks if d.is_local}
+        root = ddef.root.target if ddef.root is not None else None
+        return Flavor(
+            vcpus=ddef.vcpus,
+            memory_mb=ddef.memory_mb,
+            root_gb=sizes.get(root, 0) if root else 0,
+            ephemeral_gb=sum(v for k, v in sizes.items() if k != root),
+        )
+
+    def _instance(
+        self,
+        dom: libvirt.virDomain,
+        ddef: DomainDef,
+        meta: InstanceMeta | None,
+        devices: HostDevices,
+        what: str,
+    ) -> Instance:
+        for kind in sorted(set(ddef.other_hostdevs)):
+            self._warn(
+                f"{what}: <hostdev type={kind!r}> is not a kind the agent accounts (pci, mdev); "
+                "it is not allocated, the rest of the domain is"
+            )
+        flavor = self._flavor(dom, ddef, meta, what)
+        if meta is not None and meta.boot_from_volume is not None:
+            bfv = meta.boot_from_volume
+        else:
+            bfv = ddef.root is not None and ddef.root.is_volume
+        pci = list(ddef.pci_addresses)
+        for iface in ddef.direct_interfaces:
+            address = devices.netdev_to_pci.get(iface)
+            fn = devices.functions.get(address) if address else None
+            if fn is not None and fn.is_vf:
+                pci.append(address)  # macvtap on a VF holds that VF
+        return Instance(
+            uuid=ddef.uuid,
+            project_id=meta.project_id if meta else self.unowned_project_id,
+            user_id=meta.user_id if meta else self.unowned_user_id,
+            flavor=flavor,
+            boot_from_volume=bfv,
+            pinned=ddef.pinned,
+            numa_cells=ddef.numa_cells,
+            pci_devices=tuple(dict.fromkeys(pci)),
+            mdevs=tuple(dict.fromkeys(ddef.mdev_uuids)),
+            name=(meta.name if meta and meta.name else ddef.name),
+        )
