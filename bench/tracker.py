@@ -8,7 +8,7 @@ requests by method and path, seconds, allocations written and removed:
 - start-up on an empty Placement (providers created, every allocation written),
 - the next cycle (re-reads the providers whose generations its own writes moved),
 - a steady cycle: target 1 + (providers that hold instance CPU and memory),
-  so 1 + 1 flat and 1 + 2 with the two NUMA cells (agent.tracker.audit),
+  so 1 + 1 flat and 1 + 2 with the two NUMA cells (agent.tracker.audit_read),
 - a cycle after one instance was spawned behind the agent's back (healed),
 - a cycle after one instance was destroyed (its allocation removed),
 - heal latency: ``DELETE /allocations/{consumer}`` behind a warm agent's

@@ -33,6 +33,7 @@ def retry_on_conflict(
     sleep: Callable[[float], None],
     what: str,
     reread: Callable[[], None] | None = None,
+    is_conflict: Callable[[BaseException], bool] | None = None,
 ) -> T:
     """Run ``attempt``; after a generation conflict wait, ``reread`` and run it again.
 
@@ -45,9 +46,13 @@ def retry_on_conflict(
         what: what conflicted, for the log (``"provider UUID"``, ``"consumer UUID"``).
         reread: refreshes what ``attempt`` bases its write on, called after
             the wait and before each retry; None when ``attempt`` reads itself.
+        is_conflict: which exceptions are a generation conflict, when not
+            only :class:`GenerationConflict` itself (``POST /reshaper`` wraps it
+            in ``ReshapeFailed``).
 
     Raises:
-        GenerationConflict: still conflicting after ``retries`` retries.
+        GenerationConflict: still conflicting after ``retries`` retries (or
+            what ``is_conflict`` accepts).
         Whatever else ``attempt`` or ``reread`` raise, at once.
     """
 
@@ -59,7 +64,7 @@ def retry_on_conflict(
         LOG.info("generation conflict on %s; re-reading and retrying", what)
 
     retrying = tenacity.Retrying(
-        retry=tenacity.retry_if_exception_type(GenerationConflict),
+        retry=tenacity.retry_if_exception(is_conflict or _is_generation_conflict),
         stop=tenacity.stop_after_attempt(retries + 1),
         wait=tenacity.wait_random_exponential(multiplier=FIRST_WAIT),
         sleep=sleep,
@@ -68,3 +73,7 @@ def retry_on_conflict(
         reraise=True,
     )
     return retrying(attempt)
+
+
+def _is_generation_conflict(exc: BaseException) -> bool:
+    return isinstance(exc, GenerationConflict)

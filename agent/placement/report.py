@@ -39,13 +39,10 @@ from agent.model.resources import Inventory, to_inventories
 from agent.placement import consumers, endpoints
 from agent.placement.client import PlacementClient
 from agent.placement.consumers import Consumers, Edit
-from agent.placement.mirror import Mirror, RootConflict
+from agent.placement.mirror import Mirror
 from agent.placement.reshaper import reshape
 from agent.placement.writer import Flush, SyncResult, Writer
 from agent.state.store import StateStore
-
-__all__ = ["ReportClient", "RootConflict", "SyncResult"]
-"""The façade, the error its reads raise and what a flush returns."""
 
 
 class ReportClient:
@@ -67,6 +64,7 @@ class ReportClient:
     ) -> None:
         self.client = client
         self.state = state
+        self.sleep = sleep
         self.mirror = Mirror(client, state)
         self.writer = Writer(self.mirror, conflict_retries, sleep)
         self.consumers = Consumers(client, conflict_retries, sleep)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agent.placement.report import SyncResult
+from agent.placement.writer import SyncResult
 
 
 @dataclass

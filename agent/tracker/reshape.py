@@ -26,11 +26,13 @@ from agent.model.allocations import ConsumerAllocations
 from agent.model.exceptions import ReshapeFailed, ReshapeNeeded
 from agent.model.provider_tree import ProviderTree
 from agent.model.resources import inventory_body
+from agent.placement.conflicts import retry_on_conflict
 from agent.placement.errors import GenerationConflict
 from agent.shape.reshape import Allocations
 
 if TYPE_CHECKING:
-    from agent.placement.report import ReportClient, SyncResult
+    from agent.placement.report import ReportClient
+    from agent.placement.writer import SyncResult
     from drivers.base import ComputeDriver
 
 LOG = logging.getLogger(__name__)
@@ -85,11 +87,6 @@ class ReshapeOutcome:
     def reshaped(self) -> bool:
         """True when a ``POST /reshaper`` succeeded."""
         return self.result is not None and self.result.reshaped
-
-
-def is_generation_conflict(exc: ReshapeFailed) -> bool:
-    """True when ``POST /reshaper`` failed on a stale generation (re-read and retry)."""
-    return isinstance(exc.__cause__, GenerationConflict)
 
 
 def _amounts(record: Mapping[str, Any]) -> dict[str, dict[str, int]]:
@@ -172,15 +169,35 @@ def reshape_node(
         raise ValueError(f"attempts must be at least 1, not {attempts}")
     start = report.client.total_requests()
     outcome = ReshapeOutcome(nodename, needed=False, dry_run=dry_run)
-    with driver.one_discovery(nodename):
-        for attempt in range(1, attempts + 1):
-            held = tree if tree is not None else _read_tree(report, nodename, dry_run)
-            tree = None  # a retry reads again: the conflict says Placement moved on
-            if held is None:  # a dry run on a node Placement does not have
-                break
-            outcome, changed = _lay_out(report, driver, nodename, held, dry_run, outcome.attempts)
-            if not outcome.needed or dry_run or _write(report, outcome, changed, attempt, attempts):
-                break
+
+    def one_try() -> ReshapeOutcome:
+        nonlocal tree, outcome
+        held = tree if tree is not None else _read_tree(report, nodename, dry_run)
+        tree = None  # a retry reads again: the conflict says Placement moved on
+        if held is None:  # a dry run on a node Placement does not have
+            return outcome
+        outcome, changed = _lay_out(report, driver, nodename, held, dry_run, outcome.attempts)
+        if outcome.needed and not dry_run:
+            _write(report, outcome, changed)
+        return outcome
+
+    try:
+        with driver.one_discovery(nodename):
+            outcome = retry_on_conflict(
+                one_try,
+                retries=attempts - 1,
+                sleep=report.sleep,
+                what=f"POST /reshaper of node {nodename} (tree and allocations re-read)",
+                is_conflict=_is_generation_conflict,
+            )
+    except ReshapeFailed as exc:
+        if not _is_generation_conflict(exc):
+            raise
+        raise ReshapeFailed(
+            f"{exc} (still conflicting after {attempts} attempts: other services keep "
+            "allocating on this host; stop them, or run `compute-agent reshape` "
+            "with every service stopped)"
+        ) from exc.__cause__
     outcome.requests = report.client.total_requests() - start
     return outcome
 
@@ -230,36 +247,22 @@ def _lay_out(
     return outcome, {c: rec for c, rec in allocations.items() if rec != before[c]}
 
 
-def _write(
-    report: ReportClient, outcome: ReshapeOutcome, changed: Allocations, attempt: int, attempts: int
-) -> bool:
-    """One ``POST /reshaper`` of the outcome's tree and ``changed``; False: conflict, try again.
+def _is_generation_conflict(exc: BaseException) -> bool:
+    """``POST /reshaper`` failed on a stale generation: read again and retry."""
+    return isinstance(exc, ReshapeFailed) and isinstance(exc.__cause__, GenerationConflict)
+
+
+def _write(report: ReportClient, outcome: ReshapeOutcome, changed: Allocations) -> None:
+    """One ``POST /reshaper`` of the outcome's tree and ``changed``.
 
     Raises:
-        ReshapeFailed: refused, or still a generation conflict at the last attempt.
+        ReshapeFailed: refused; caused by a :class:`GenerationConflict` when
+            another service wrote meanwhile (read again and retry).
     """
     nodename = outcome.nodename
     assert outcome.tree is not None  # a reshape always has its tree
     outcome.attempts += 1
-    try:
-        outcome.result = report.update_from_provider_tree(outcome.tree, changed)
-    except ReshapeFailed as exc:
-        if not is_generation_conflict(exc):
-            raise
-        if attempt < attempts:
-            LOG.warning(
-                "node %s: POST /reshaper met a generation conflict (attempt %d of %d); "
-                "re-reading the tree and the allocations",
-                nodename,
-                attempt,
-                attempts,
-            )
-            return False
-        raise ReshapeFailed(
-            f"{exc} (still conflicting after {attempts} attempts: other services keep "
-            "allocating on this host; stop them, or run `compute-agent reshape` "
-            "with every service stopped)"
-        ) from exc.__cause__
+    outcome.result = report.update_from_provider_tree(outcome.tree, changed)
     LOG.info(
         "node %s reshaped: %d providers' inventories, %d consumers' allocations moved",
         nodename,

@@ -12,7 +12,7 @@ from agent.placement.session import client_from_conf
 from drivers.base import ComputeDriver
 
 if TYPE_CHECKING:  # annotation only: the result types may move within the placement layer
-    from agent.placement.report import SyncResult
+    from agent.placement.writer import SyncResult
 
 
 def cycle(report: ReportClient, driver: ComputeDriver, nodename: str) -> SyncResult:

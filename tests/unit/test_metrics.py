@@ -11,7 +11,7 @@ import pytest
 from agent import __version__
 from agent.placement.client import PlacementClient, RequestEvent
 from agent.placement.errors import GenerationConflict, PlacementUnavailable
-from agent.placement.report import SyncResult
+from agent.placement.writer import SyncResult
 from agent.service.metric_families import owned_providers
 from agent.service.metrics import AgentMetrics
 from agent.shape.layout import OWNER_TRAIT
