@@ -64,7 +64,6 @@ class ReportClient:
     ) -> None:
         self.client = client
         self.state = state
-        self.sleep = sleep
         self.mirror = Mirror(client, state)
         self.writer = Writer(self.mirror, conflict_retries, sleep)
         self.consumers = Consumers(client, conflict_retries, sleep)

@@ -139,8 +139,9 @@ def reshape_node(
     on a fresh copy of the tree, and flush tree and the changed consumers'
     allocations in one ``POST /reshaper``. A generation conflict there (another
     service allocated meanwhile) re-reads tree and allocations and starts
-    again, up to ``attempts`` times. The node's hardware is discovered once
-    for the whole call (:meth:`drivers.base.ComputeDriver.one_discovery`).
+    again after a short random wait, up to ``attempts`` times
+    (:func:`agent.placement.conflicts.retry_on_conflict`). The hardware is
+    discovered once (:meth:`drivers.base.ComputeDriver.one_discovery`).
 
     Args:
         report: the report client (its Placement is the one reshaped).
@@ -154,52 +155,81 @@ def reshape_node(
             it is not read again, and it is edited (laid out). None reads it.
 
     Returns:
-        A :class:`ReshapeOutcome`; ``needed`` False when the tree already has
-        its shape (then nothing was written: ``outcome.tree`` is the laid-out
-        tree for the caller's ordinary flush).
+        A :class:`ReshapeOutcome`; ``needed`` False when the tree has its shape
+        (nothing written; ``outcome.tree`` is laid out for the caller's flush).
 
     Raises:
-        ReshapeFailed: ``POST /reshaper`` was refused (allocations that do not
-            fit, missing role, ...) or still conflicted after ``attempts``;
-            Placement holds what it held before the call.
+        ReshapeFailed: ``POST /reshaper`` refused (allocations that do not fit,
+            ...) or still conflicting after ``attempts``; Placement unchanged.
         ConfigError: the configuration does not fit the host.
         PlacementError, PlacementUnavailable: reading failed.
     """
     if attempts < 1:
         raise ValueError(f"attempts must be at least 1, not {attempts}")
     start = report.client.total_requests()
-    outcome = ReshapeOutcome(nodename, needed=False, dry_run=dry_run)
-
-    def one_try() -> ReshapeOutcome:
-        nonlocal tree, outcome
-        held = tree if tree is not None else _read_tree(report, nodename, dry_run)
-        tree = None  # a retry reads again: the conflict says Placement moved on
-        if held is None:  # a dry run on a node Placement does not have
-            return outcome
-        outcome, changed = _lay_out(report, driver, nodename, held, dry_run, outcome.attempts)
-        if outcome.needed and not dry_run:
-            _write(report, outcome, changed)
-        return outcome
-
+    tries = _Tries(report, driver, nodename, dry_run, tree)
     try:
         with driver.one_discovery(nodename):
-            outcome = retry_on_conflict(
-                one_try,
-                retries=attempts - 1,
-                sleep=report.sleep,
-                what=f"POST /reshaper of node {nodename} (tree and allocations re-read)",
-                is_conflict=_is_generation_conflict,
-            )
+            outcome = tries.run(attempts)
     except ReshapeFailed as exc:
-        if not _is_generation_conflict(exc):
-            raise
-        raise ReshapeFailed(
-            f"{exc} (still conflicting after {attempts} attempts: other services keep "
-            "allocating on this host; stop them, or run `compute-agent reshape` "
-            "with every service stopped)"
-        ) from exc.__cause__
+        raise _advice(exc, attempts) from exc.__cause__
     outcome.requests = report.client.total_requests() - start
     return outcome
+
+
+@dataclass(slots=True)
+class _Tries:
+    """One read, lay-out and write of :func:`reshape_node` per call of :meth:`one`.
+
+    Attributes:
+        tree: what the caller has just read; used by the first try only (a
+            retry reads again: the conflict says Placement moved on).
+        outcome: the last try's outcome (its ``attempts`` count the
+            ``POST /reshaper`` requests sent so far).
+    """
+
+    report: ReportClient
+    driver: ComputeDriver
+    nodename: str
+    dry_run: bool
+    tree: ProviderTree | None
+    outcome: ReshapeOutcome = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.outcome = ReshapeOutcome(self.nodename, needed=False, dry_run=self.dry_run)
+
+    def run(self, attempts: int) -> ReshapeOutcome:
+        """:meth:`one`, again after a generation conflict, at most ``attempts`` times.
+
+        Raises:
+            ReshapeFailed: refused, or the last attempt's generation conflict.
+        """
+        return retry_on_conflict(
+            self.one,
+            retries=attempts - 1,
+            sleep=self.report.writer.sleep,
+            what=f"POST /reshaper of node {self.nodename} (tree and allocations re-read)",
+            is_conflict=_is_generation_conflict,
+        )
+
+    def one(self) -> ReshapeOutcome:
+        """Read (unless given), lay out, and write when a reshape is needed.
+
+        Raises:
+            ReshapeFailed: as :func:`_write` (a generation conflict is retried).
+        """
+        held = self.tree
+        if held is None:
+            held = _read_tree(self.report, self.nodename, self.dry_run)
+        self.tree = None
+        if held is None:  # a dry run on a node Placement does not have
+            return self.outcome
+        self.outcome, changed = _lay_out(
+            self.report, self.driver, self.nodename, held, self.dry_run, self.outcome.attempts
+        )
+        if self.outcome.needed and not self.dry_run:
+            _write(self.report, self.outcome, changed)
+        return self.outcome
 
 
 def _read_tree(report: ReportClient, nodename: str, dry_run: bool) -> ProviderTree | None:
@@ -245,6 +275,17 @@ def _lay_out(
     )
     _fill_changes(outcome, held, tree, before, allocations)
     return outcome, {c: rec for c, rec in allocations.items() if rec != before[c]}
+
+
+def _advice(exc: ReshapeFailed, attempts: int) -> ReshapeFailed:
+    """``exc`` itself, or when it is still a conflict after every attempt, what to do about it."""
+    if not _is_generation_conflict(exc):
+        return exc
+    return ReshapeFailed(
+        f"{exc} (still conflicting after {attempts} attempts: other services keep "
+        "allocating on this host; stop them, or run `compute-agent reshape` "
+        "with every service stopped)"
+    )
 
 
 def _is_generation_conflict(exc: BaseException) -> bool:
