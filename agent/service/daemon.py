@@ -211,7 +211,8 @@ class Service:
         self.last_outcome = outcome
         assert self.conf is not None
         state = self.tracker.state if self.tracker is not None else StateStore(self.conf.state_path)
-        record_cycle(outcome, fatal, self.metrics, self.notifier, state)
+        owner_trait = self.conf.compute.owner_trait
+        record_cycle(outcome, fatal, self.metrics, self.notifier, state, owner_trait)
 
     # -- running ------------------------------------------------------------------------
 

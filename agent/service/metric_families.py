@@ -19,6 +19,9 @@ from prometheus_client import (
     disable_created_metrics,
 )
 
+from agent.model import ownership
+from agent.model.exceptions import AgentError
+from agent.model.provider_tree import ProviderTree
 from agent.shape.layout import OWNER_TRAIT
 
 if TYPE_CHECKING:
@@ -42,19 +45,32 @@ NO_NODE = ""
 _INVENTORY_LABELS = ("nodename", "provider", "resource_class")
 
 
-def owned_providers(nodename: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def owned_providers(
+    nodename: str, records: list[dict[str, Any]], owner_trait: str = OWNER_TRAIT
+) -> list[dict[str, Any]]:
     """The provider records of ``nodename``'s tree that the agent owns.
 
-    The compute node itself, and every other provider carrying the owner
-    trait (docs/service.md, "Ownership"); a network agent's bandwidth
-    provider in the same tree is not counted.
+    Ownership is :func:`agent.model.ownership.owned`'s (docs/service.md,
+    "Ownership"): the compute node, and the children that are the agent's; a
+    network agent's bandwidth provider in the same tree is not counted.
+
+    Args:
+        nodename: the compute node.
+        records: the tree's provider records as the state directory keeps
+            them (Placement's field names, traits included).
+        owner_trait: ``[compute] owner_trait``.
+
+    Returns:
+        The records of the agent's providers, in the order given; none when
+        the records do not form ``nodename``'s tree.
     """
-    return [
-        r
-        for r in records
-        if (r.get("name") == nodename and not r.get("parent_provider_uuid"))
-        or OWNER_TRAIT in (r.get("traits") or ())
-    ]
+    tree = ProviderTree()
+    try:
+        tree.populate_from_iterable(records)
+        ours = ownership.owned(tree, nodename, owner_trait)
+    except (AgentError, KeyError, TypeError, ValueError):
+        return []
+    return [r for r in records if r.get("uuid") in ours]
 
 
 class CycleMetrics:
@@ -205,14 +221,16 @@ class InventoryMetrics:
         self._lock = threading.Lock()
         self._series: dict[str, set[tuple[str, str, str]]] = defaultdict(set)
 
-    def observe_state(self, nodename: str, state: StateStore) -> None:
+    def observe_state(
+        self, nodename: str, state: StateStore, owner_trait: str = OWNER_TRAIT
+    ) -> None:
         """Providers and inventories of ``nodename`` as the cycle left them in ``state``.
 
         Reads the provider records Placement held after the cycle's writes and
         the allocation audit's per-provider allocations: two local files, no
         request. Series of providers that are gone are removed.
         """
-        records = owned_providers(nodename, state.seen_providers(nodename) or [])
+        records = owned_providers(nodename, state.seen_providers(nodename) or [], owner_trait)
         audit = state.consumers(nodename) or {}
         held: dict[str, dict[str, dict[str, int]]] = audit.get("held") or {}
         series: set[tuple[str, str, str]] = set()

@@ -29,6 +29,7 @@ from prometheus_client import CollectorRegistry, Info, start_http_server
 from agent import __version__
 from agent.model.exceptions import ConfigError
 from agent.service.metric_families import CycleMetrics, InventoryMetrics, PlacementMetrics
+from agent.shape.layout import OWNER_TRAIT
 
 if TYPE_CHECKING:
     from agent.placement.client import RequestEvent
@@ -78,10 +79,12 @@ class AgentMetrics:
         """Record one cycle's outcome, node by node."""
         self.cycle.observe(outcome, fatal)
 
-    def observe_state(self, nodename: str, state: StateStore) -> None:
+    def observe_state(
+        self, nodename: str, state: StateStore, owner_trait: str = OWNER_TRAIT
+    ) -> None:
         """Providers and inventories of ``nodename`` as the cycle left them in ``state``
         (:meth:`InventoryMetrics.observe_state`)."""
-        self.inventory.observe_state(nodename, state)
+        self.inventory.observe_state(nodename, state, owner_trait)
 
     # -- the endpoint ---------------------------------------------------------------
 

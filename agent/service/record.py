@@ -14,6 +14,7 @@ import time
 
 from agent.service.metrics import AgentMetrics
 from agent.service.notify import Notifier
+from agent.shape.layout import OWNER_TRAIT
 from agent.state.store import StateStore, boot_id
 from agent.tracker.outcome import CycleOutcome
 
@@ -26,6 +27,7 @@ def record_cycle(
     metrics: AgentMetrics,
     notifier: Notifier,
     state: StateStore,
+    owner_trait: str = OWNER_TRAIT,
 ) -> None:
     """Feed ``outcome`` to the metrics and systemd, and store it as the last cycle.
 
@@ -39,12 +41,13 @@ def record_cycle(
         metrics: the service's metrics.
         notifier: systemd's notification socket.
         state: the state directory.
+        owner_trait: ``[compute] owner_trait``: which providers are the agent's.
     """
     metrics.observe_cycle(outcome, fatal)
     for node in outcome.nodes:
         if node.ok:
             try:
-                metrics.observe_state(node.nodename, state)
+                metrics.observe_state(node.nodename, state, owner_trait)
             except (OSError, ValueError, TypeError, AttributeError) as exc:
                 LOG.warning("node %s: inventory metrics not updated: %s", node.nodename, exc)
     notifier.status(outcome.summary())

@@ -129,6 +129,13 @@ def test_the_client_reports_transport_failures():
     ]
 
 
+# Placement's providers have UUIDs; ownership's derived-UUID rule reads them.
+R = "0f1c9d7e-2a4b-4c6d-8e0f-1a2b3c4d5e60"
+P = "1e2d3c4b-5a69-4788-97a6-b5c4d3e2f101"
+B = "2a3b4c5d-6e7f-4081-9283-a4b5c6d7e802"
+X = "3b4c5d6e-7f80-4192-a3b4-c5d6e7f80903"
+
+
 def record(uuid, name, parent=None, traits=(), **inventories):
     return {
         "uuid": uuid,
@@ -146,11 +153,11 @@ def record(uuid, name, parent=None, traits=(), **inventories):
 
 def test_state_feeds_owned_providers_and_inventory_total_reserved_used(tmp_path):
     state = StateStore(tmp_path)
-    root = record("r", "cn1", VCPU=(16, 2), MEMORY_MB=(4096, 512))
-    pf = record("p", "cn1_pci_0000_3b_00_0", "r", [OWNER_TRAIT], SRIOV_NET_VF=(8, 0))
-    bandwidth = record("b", "cn1:ovs-agent", "r", [], NET_BW_EGR_KILOBIT_PER_SEC=(1000, 0))
+    root = record(R, "cn1", VCPU=(16, 2), MEMORY_MB=(4096, 512))
+    pf = record(P, "cn1_pci_0000_3b_00_0", R, [OWNER_TRAIT], SRIOV_NET_VF=(8, 0))
+    bandwidth = record(B, "cn1:ovs-agent", R, [], NET_BW_EGR_KILOBIT_PER_SEC=(1000, 0))
     state.set_seen_providers("cn1", [root, pf, bandwidth])
-    held = {"r": {"i1": {"VCPU": 2, "MEMORY_MB": 512}, "i2": {"VCPU": 1}}, "p": {"i1": {}}}
+    held = {R: {"i1": {"VCPU": 2, "MEMORY_MB": 512}, "i2": {"VCPU": 1}}, P: {"i1": {}}}
     state.set_consumers("cn1", {"instances": [], "unknown": {}, "held": held, "generations": {}})
     metrics = AgentMetrics()
     metrics.observe_state("cn1", state)
@@ -178,5 +185,17 @@ def test_state_feeds_owned_providers_and_inventory_total_reserved_used(tmp_path)
 
 
 def test_owned_providers_keeps_the_compute_node_without_the_trait():
-    records = [record("r", "cn1"), record("x", "other", "r")]
+    records = [record(R, "cn1"), record(X, "other", R)]
+    assert [r["name"] for r in owned_providers("cn1", records)] == ["cn1"]
+
+
+def test_owned_providers_follow_the_configured_owner_trait():
+    """``[compute] owner_trait`` decides, as in the cycle (agent.model.ownership)."""
+    child = record(X, "cn1_pci_0000_3b_00_0", R, ["CUSTOM_OWNER_SITE_A"])
+    records = [record(R, "cn1"), child]
+    assert [r["name"] for r in owned_providers("cn1", records, "CUSTOM_OWNER_SITE_A")] == [
+        "cn1",
+        "cn1_pci_0000_3b_00_0",
+    ]
+    # Under the default owner trait that child is somebody else's.
     assert [r["name"] for r in owned_providers("cn1", records)] == ["cn1"]
