@@ -1,12 +1,12 @@
 """``compute-agent adopt --dry-run``: what the start-up cycle will take over from nova-compute.
 
 Reads Placement and the driver, writes nothing. For each node it lists the
-providers the agent will take over (:func:`agent.model.ownership.to_adopt`: nova's
-compute node found by name, nova's vGPU and PCI providers, an earlier
-agent's), those already the agent's, those it leaves alone (another
-owner's), the providers it will create or remove, and the consumers whose
-allocations are on the tree (kept; docs/deployment.md, "Moving a host from
-nova-compute"). The takeover itself is the first cycle of ``compute-agent run``.
+providers the agent will take over (nova's compute node found by name,
+nova's vGPU and PCI providers, an earlier agent's), those already the
+agent's, those it leaves alone (another owner's), the providers it will
+create or remove, and the consumers whose allocations are on the tree
+(kept; docs/deployment.md, "Moving a host from nova-compute"). The
+takeover itself is the first cycle of ``compute-agent run``.
 """
 
 from __future__ import annotations
