@@ -45,19 +45,25 @@ def insert(con: sqlite3.Connection, table: str, **cols: Any) -> int:
     return cur.lastrowid
 
 
+NODE_FIGURES = dict(
+    vcpus=16,
+    memory_mb=65536,
+    local_gb=1000,
+    vcpus_used=0,
+    memory_mb_used=512,
+    local_gb_used=0,
+    free_ram_mb=65024,
+    free_disk_gb=1000,
+)
+"""The capacity and usage columns of a test ``compute_nodes`` row (a 16-vCPU, 64 GiB host)."""
+
+
 def _node(con, name: str, uuid: str | None, **cols) -> int:
     row = dict(
         host=name,
         hypervisor_hostname=name,
         uuid=uuid,
-        vcpus=16,
-        memory_mb=65536,
-        local_gb=1000,
-        vcpus_used=0,
-        memory_mb_used=512,
-        local_gb_used=0,
-        free_ram_mb=65024,
-        free_disk_gb=1000,
+        **NODE_FIGURES,
         hypervisor_type="QEMU",
         hypervisor_version=8002000,
         cpu_info='{"arch": "x86_64", "model": "Cascadelake-Server", "vendor": "Intel"}',

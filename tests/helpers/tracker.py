@@ -28,7 +28,8 @@ class Setup:
     """A fake node from examples/big-host.yaml with its own name and instance UUIDs.
 
     Attributes:
-        nodename: ``rt-XXXXXXXX``; with ``nodes=N`` the others are ``{nodename}-1`` ...
+        nodename: ``rt-`` and 8 random hex digits (:func:`tests.helpers.names.unique`); with
+            ``nodes=N`` the others are ``{nodename}-1`` to ``{nodename}-{N-1}``.
         prefix: the instances' UUID prefix (:meth:`inst` gives them by number).
         host: the host description as data; ``host_path`` is where it is written
             (``tmp_path/host.yaml``); after an edit, ``host.write(host_path)`` and

@@ -15,7 +15,7 @@ from agent.nova_import.instances import consumers, instance_record
 from agent.nova_import.nodes import compute_node, pci_records
 from agent.nova_import.novajson import flavor_column, host_numa_cells, instance_numa, pci_pools
 from agent.nova_import.refusal import RowRefused
-from tests.helpers.nova_cell import NOVA_JSON
+from tests.helpers.nova_cell import NODE_FIGURES, NOVA_JSON
 
 
 def node_row(**cols):
@@ -24,14 +24,7 @@ def node_row(**cols):
         host="cn",
         hypervisor_hostname="cn",
         uuid=None,
-        vcpus=16,
-        memory_mb=65536,
-        local_gb=1000,
-        vcpus_used=0,
-        memory_mb_used=512,
-        local_gb_used=0,
-        free_ram_mb=65024,
-        free_disk_gb=1000,
+        **NODE_FIGURES,
         disk_available_least=None,
         cpu_allocation_ratio=None,
         ram_allocation_ratio=0.0,
