@@ -25,10 +25,9 @@ from agent.shape.layout import desired_providers
 from agent.shape.planning import plan_allocations
 from agent.shape.policy import LayoutPolicy, policy_from_conf
 from agent.shape.reshape import PlacedBy
-from drivers.events import EventEmitter
+from drivers.device_views import offered_device_views
+from drivers.events import EventEmitter, Watch
 from drivers.records import (
-    REASON_NO_VFS,
-    REASON_OFFERED,
     DeviceView,
     HostResources,
     Instance,
@@ -161,6 +160,22 @@ class ComputeDriver(EventEmitter, abc.ABC):
             host = self._held[nodename] = self.get_host_resources(nodename)
         return host
 
+    def watch(self) -> Watch | None:
+        """Start emitting the events seen on the host (drivers.events) to subscribers.
+
+        Subscribe listeners first: events are emitted from the watcher's own
+        thread from the moment this returns. The default watches nothing:
+        such a driver is brought in step by the periodic cycle only.
+
+        Returns:
+            The running watcher (``stop()`` it), or None when nothing is watched.
+
+        Raises:
+            OSError: what the driver watches cannot be opened (udev's netlink
+                socket, inotify); the caller logs it and relies on the cycle.
+        """
+        return None
+
     def check_host_config(self) -> None:
         """Refuse a configuration that does not fit the host (start and reload).
 
@@ -194,52 +209,7 @@ class ComputeDriver(EventEmitter, abc.ABC):
         Raises:
             KeyError: ``nodename`` is not managed by this driver.
         """
-        host = self.get_host_resources(nodename)
-        name = type(self).__name__
-        views = [
-            DeviceView(
-                address=d.address,
-                vendor_id=d.vendor_id,
-                product_id=d.product_id,
-                numa_node=d.numa_node,
-                offered=True,
-                offered_as=d.resource_class,
-                reason=f"a whole device the {name} reports",
-                reason_kind=REASON_OFFERED,
-            )
-            for d in host.pci_devices
-        ]
-        for pf in host.sriov_pfs:
-            views.append(
-                DeviceView(
-                    address=pf.address,
-                    vendor_id="",
-                    product_id="",
-                    netdevs=(pf.netdev,) if pf.netdev else (),
-                    numa_node=pf.numa_node,
-                    total_vfs=pf.total_vfs,
-                    num_vfs=pf.num_vfs,
-                    offered=bool(pf.num_vfs),
-                    offered_as="SRIOV_NET_VF" if pf.num_vfs else None,
-                    reason=f"an SR-IOV PF the {name} reports, {pf.num_vfs} VFs",
-                    reason_kind=REASON_OFFERED if pf.num_vfs else REASON_NO_VFS,
-                )
-            )
-        for gpu in host.gpus:
-            views.append(
-                DeviceView(
-                    address=gpu.address,
-                    vendor_id="",
-                    product_id="",
-                    numa_node=gpu.numa_node,
-                    mdev_types=tuple(sorted(gpu.mdev_types)),
-                    offered=True,
-                    offered_as="VGPU",
-                    reason=f"a vGPU parent the {name} reports",
-                    reason_kind=REASON_OFFERED,
-                )
-            )
-        return tuple(sorted(views, key=lambda v: v.address))
+        return offered_device_views(self.get_host_resources(nodename), type(self).__name__)
 
     def laid_out_resources(self, nodename: str) -> HostResources:
         """The hardware the last :meth:`update_provider_tree` of ``nodename`` laid out.

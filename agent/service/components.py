@@ -25,6 +25,7 @@ from agent.placement.session import client_from_conf
 from agent.state.store import StateStore
 from agent.tracker.cycle import ResourceTracker
 from drivers.base import ComputeDriver
+from drivers.events import DevicesChanged, DriverEvent, HostResync, InstanceChanged
 
 LOG = logging.getLogger(__name__)
 
@@ -111,10 +112,20 @@ def start(
         state = StateStore(conf.state_path)
         tracker = ResourceTracker(conf, prepared.driver, ReportClient(client, state), state)
         components = Components(conf, tracker, stack.pop_all())
-    watch = getattr(prepared.driver, "watch", None)
-    if callable(watch):
-        try:
-            components.monitor = watch(on_hotplug)
-        except OSError as exc:
-            LOG.warning("hot-plug events not watched (%s); cycles run on the schedule", exc)
+    driver = prepared.driver
+    driver.subscribe(_early_cycle_on_host_change(on_hotplug))
+    try:
+        components.monitor = driver.watch()
+    except OSError as exc:
+        LOG.warning("host events not watched (%s); cycles run on the schedule", exc)
     return components
+
+
+def _early_cycle_on_host_change(on_change: Callable[[], None]) -> Callable[[DriverEvent], None]:
+    """A listener running a cycle early when the driver sees the host change."""
+
+    def listener(event: DriverEvent) -> None:
+        if isinstance(event, DevicesChanged | HostResync | InstanceChanged):
+            on_change()
+
+    return listener

@@ -6,11 +6,10 @@ libvirt driver reuses the same collectors for its hardware half.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from oslo_config import cfg
 
 from drivers.base import SingleNodeDriver
+from drivers.events import DevicesChanged
 from drivers.host.devices import device_views
 from drivers.host.discovery import Discovery, discover_host
 from drivers.host.hotplug import HotplugMonitor
@@ -58,10 +57,10 @@ class HostDriver(SingleNodeDriver):
         self._check(nodename)
         return device_views(self.discover(), self.settings)
 
-    def watch(self, callback: Callable[[], None]) -> HotplugMonitor | None:
-        """Call ``callback`` (debounced) when udev reports PCI, network or mdev devices changing.
+    def watch(self) -> HotplugMonitor | None:
+        """Emit :class:`~drivers.events.DevicesChanged` (debounced) when udev sees devices change.
 
-        The service uses it to run a cycle early after hot-plug. Nothing is
+        PCI, network and mdev devices (:mod:`drivers.host.hotplug`). Nothing is
         watched when ``[host_driver] sysfs_root`` is not ``/`` (a captured
         tree does not change).
 
@@ -73,7 +72,11 @@ class HostDriver(SingleNodeDriver):
         """
         if self.settings.sysfs_root != "/":
             return None
-        monitor = HotplugMonitor(callback, self.settings.hotplug_debounce)
+        nodename = self.settings.nodename
+        monitor = HotplugMonitor(
+            lambda: self.emit(DevicesChanged(nodename, what="udev")),
+            self.settings.hotplug_debounce,
+        )
         monitor.start()
         return monitor
 
