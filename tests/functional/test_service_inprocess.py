@@ -17,6 +17,7 @@ from agent.conf import config as agent_config
 from agent.service import progress as progress_module
 from agent.service.daemon import Service
 from agent.service.exit_codes import EXIT_OK
+from drivers.events import DevicesChanged
 from drivers.fake import FakeDriver
 from drivers.host.hotplug import HotplugMonitor
 from tests.helpers.hosts import host_file
@@ -34,8 +35,9 @@ class WatchedFakeDriver(FakeDriver):
     active = 0
     overlap = False
 
-    def watch(self, callback):
-        monitor = HotplugMonitor(callback, delay=0.05)
+    def watch(self):
+        nodename = self.get_nodenames()[0]
+        monitor = HotplugMonitor(lambda: self.emit(DevicesChanged(nodename, what="udev")), 0.05)
         self.monitors.append(monitor)
         return monitor
 
