@@ -12,7 +12,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 from oslo_config import cfg
@@ -85,6 +85,26 @@ class ComputeDriver(EventEmitter, abc.ABC):
         Drivers that always read what they list return an empty set.
         """
         return set()
+
+    def read_instances(
+        self, nodename: str, uuids: Collection[str]
+    ) -> tuple[dict[str, Instance], set[str]]:
+        """The instances ``uuids`` of node ``nodename`` as they are now (an event's targeted read).
+
+        The default lists every instance; a driver that can look one up
+        (libvirt, by domain UUID) overrides it.
+
+        Returns:
+            ``({uuid: Instance}, unreadable UUIDs)``: a UUID in neither is no
+            longer on the node (see :meth:`unreadable_instances` for what
+            unreadable means).
+
+        Raises:
+            KeyError: ``nodename`` is not managed by this driver.
+        """
+        wanted = set(uuids)
+        found = {i.uuid: i for i in self.list_instances(nodename) if i.uuid in wanted}
+        return found, self.unreadable_instances(nodename) & wanted
 
     def update_provider_tree(
         self,

@@ -8,6 +8,7 @@ real hardware and real instances come and go.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import replace
@@ -18,10 +19,19 @@ from oslo_config import cfg
 
 from agent.model.exceptions import ConfigError, HostDescriptionError
 from drivers.base import ComputeDriver
-from drivers.events import InstanceDestroyed, InstanceSpawning
+from drivers.events import (
+    DevicesChanged,
+    DriverEvent,
+    InstanceChanged,
+    InstanceDestroyed,
+    InstanceSpawning,
+)
 from drivers.fake_host import load_host_description
 from drivers.fake_host.nodes import FakeNode, check_instances
+from drivers.fake_watch import HostFileWatch, changes
 from drivers.records import Gpu, HostResources, Instance, PciDevice, SriovPF, normalize_pci_address
+
+LOG = logging.getLogger(__name__)
 
 
 class FakeDriver(ComputeDriver):
@@ -49,8 +59,11 @@ class FakeDriver(ComputeDriver):
         self._nodes: dict[str, FakeNode] = {}
         self.reload()
 
-    def reload(self) -> None:
+    def reload(self) -> list[DriverEvent]:
         """Read the description file again, replacing hardware and instances.
+
+        Returns:
+            What changed, as events (:func:`drivers.fake_watch.changes`); not emitted.
 
         Raises:
             HostDescriptionError: the file is malformed; the driver keeps its
@@ -58,7 +71,34 @@ class FakeDriver(ComputeDriver):
         """
         nodes = {n.host.nodename: n for n in load_host_description(self.host_file)}
         with self._lock:
-            self._nodes = nodes
+            old, self._nodes = self._nodes, nodes
+        return changes(old, nodes)
+
+    def watch(self) -> HostFileWatch:
+        """Emit events when the host file is edited (inotify; ``[fake] watch_delay``).
+
+        See :mod:`drivers.fake_watch`. Instances spawned and devices added
+        through the methods below are replaced by the file's content on its
+        next edit: while watched, the file is the host.
+
+        Returns:
+            The started watch (``stop()`` it).
+
+        Raises:
+            OSError: inotify cannot watch the file's directory.
+        """
+        watch = HostFileWatch(self.host_file, self._file_changed, self.conf.fake.watch_delay)
+        watch.start()
+        return watch
+
+    def _file_changed(self) -> None:
+        try:
+            events = self.reload()
+        except HostDescriptionError as exc:
+            LOG.warning("%s; the previous description stays until the file is fixed", exc)
+            return
+        for event in events:
+            self.emit(event)
 
     # -- ComputeDriver ---------------------------------------------------------
 
@@ -101,7 +141,9 @@ class FakeDriver(ComputeDriver):
 
         Emits :class:`~drivers.events.InstanceSpawning` once the instance is
         known to fit the description; a subscribed tracker claims its
-        resources then, the path a real compute service takes.
+        resources then, the path a real compute service takes. Then, the
+        instance added, :class:`~drivers.events.InstanceChanged` (``started``),
+        as libvirt's lifecycle event would.
 
         Raises:
             KeyError: unknown node.
@@ -123,12 +165,14 @@ class FakeDriver(ComputeDriver):
         self.emit(InstanceSpawning(nodename, instance))
         with self._lock:
             node.instances[instance.uuid] = instance
+        self.emit(InstanceChanged(nodename, instance.uuid, "started"))
 
     def destroy(self, instance_uuid: str) -> Instance:
         """Remove an instance wherever it runs, then tell listeners it is gone.
 
         Emits :class:`~drivers.events.InstanceDestroyed`; a subscribed tracker
-        gives the instance's claim back then.
+        gives the instance's claim back then; then
+        :class:`~drivers.events.InstanceChanged` (``undefined``).
 
         Returns:
             The removed instance.
@@ -145,10 +189,13 @@ class FakeDriver(ComputeDriver):
                 raise KeyError(f"no instance {instance_uuid} on any fake node")
             instance = self._nodes[nodename].instances.pop(instance_uuid)
         self.emit(InstanceDestroyed(nodename, instance))
+        self.emit(InstanceChanged(nodename, instance_uuid, "undefined"))
         return instance
 
     def update_host(self, nodename: str, **changes: Any) -> HostResources:
         """Change fields of a node's :class:`HostResources` (``memory_mb=...``, ``vcpus=...``).
+
+        Emits :class:`~drivers.events.DevicesChanged` naming no device.
 
         Instances are not checked against the new values: hardware can shrink
         under running instances and the agent must cope.
@@ -159,11 +206,14 @@ class FakeDriver(ComputeDriver):
         """
         with self._lock:
             node = self._node(nodename)
-            node.host = replace(node.host, **changes)
-            return node.host
+            node.host = host = replace(node.host, **changes)
+        self.emit(DevicesChanged(nodename, (), "change"))
+        return host
 
     def add_device(self, nodename: str, device: PciDevice | SriovPF | Gpu) -> None:
         """Hot-plug a whole PCI device, an SR-IOV PF or a GPU.
+
+        Emits :class:`~drivers.events.DevicesChanged` naming its address.
 
         Raises:
             KeyError: unknown node.
@@ -190,9 +240,12 @@ class FakeDriver(ComputeDriver):
                 node.host = replace(host, sriov_pfs=(*host.sriov_pfs, device))
             else:
                 node.host = replace(host, gpus=(*host.gpus, device))
+        self.emit(DevicesChanged(nodename, (device.address,), "add"))
 
     def remove_device(self, nodename: str, address: str) -> None:
         """Hot-unplug the device, PF or GPU at ``address``.
+
+        Emits :class:`~drivers.events.DevicesChanged` naming its address.
 
         Instances keep naming it: that is what happens on real hardware, and
         the agent must not drop allocations from under them.
@@ -213,3 +266,4 @@ class FakeDriver(ComputeDriver):
             if sum(map(len, kept)) == before:
                 raise KeyError(f"no device at {address} on fake node {nodename}")
             node.host = replace(host, pci_devices=kept[0], sriov_pfs=kept[1], gpus=kept[2])
+        self.emit(DevicesChanged(nodename, (address,), "remove"))

@@ -185,6 +185,14 @@ FAKE_OPTS: list[cfg.Opt] = [
         help="Seconds the fake driver waits before reporting a node's hardware, to play "
         "a host whose discovery is slow (tests of the service's shutdown mid-cycle).",
     ),
+    cfg.FloatOpt(
+        "watch_delay",
+        default=0.05,
+        min=0.0,
+        help="Seconds of quiet after the host file is written before 'compute-agent run' "
+        "reads it again and turns what changed into events (an editor's save is several "
+        "writes).",
+    ),
 ]
 
 _GROUPS: list[tuple[str, list[cfg.Opt]]] = [

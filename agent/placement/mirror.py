@@ -109,6 +109,19 @@ class Mirror:
         """
         return self.trees[nodename]
 
+    def cached(self, nodename: str) -> ProviderTree | None:
+        """A copy of ``nodename``'s tree as last read or written; no request.
+
+        For an event's targeted update, which needs the providers' UUIDs and
+        inventories but not a fresh listing (the write it may make carries
+        the consumer generation read just before it).
+
+        Returns:
+            The tree, or None when it was not read yet in this process.
+        """
+        tree = self.trees.get(nodename)
+        return None if tree is None else tree.copy()
+
     def generations(self, nodename: str) -> dict[str, int]:
         """``{provider UUID: generation}`` of ``nodename``'s tree as last read or written.
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from oslo_config import cfg
 
+from agent.model.exceptions import AgentError
 from agent.placement.client import PlacementClient, RequestEvent
 from agent.placement.embedded import EmbeddedPlacement, check_embedded_database
 from agent.placement.options import is_embedded
@@ -25,7 +26,7 @@ from agent.placement.session import client_from_conf
 from agent.state.store import StateStore
 from agent.tracker.cycle import ResourceTracker
 from drivers.base import ComputeDriver
-from drivers.events import DevicesChanged, DriverEvent, HostResync, InstanceChanged
+from drivers.events import DriverEvent
 
 LOG = logging.getLogger(__name__)
 
@@ -53,19 +54,24 @@ class Components:
         conf: the configuration they were built from.
         tracker: the resource tracker (driver, report client, state directory).
         stack: closes the embedded Placement, when there is one.
-        monitor: the driver's hot-plug watcher (``stop()``), or None.
+        monitor: the driver's watcher (``stop()``), or None.
+        listener: the event listener subscribed to the driver, or None.
     """
 
     conf: cfg.ConfigOpts
     tracker: ResourceTracker
     stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
     monitor: Any = None
+    listener: Callable[[DriverEvent], None] | None = None
 
     def close(self) -> None:
-        """Stop watching hot-plug events and close the embedded Placement."""
+        """Stop watching the host, unsubscribe, and close the embedded Placement."""
         if self.monitor is not None:
             self.monitor.stop()
             self.monitor = None
+        if self.listener is not None:
+            self.tracker.driver.unsubscribe(self.listener)
+            self.listener = None
         self.stack.close()
 
 
@@ -90,15 +96,19 @@ def prepare(
 def start(
     prepared: Prepared,
     on_request: Callable[[RequestEvent], None],
-    on_hotplug: Callable[[], None],
+    on_event: Callable[[DriverEvent], None],
+    watch: bool = True,
 ) -> Components:
-    """Start the components of ``prepared``: Placement client, tracker, hot-plug watcher.
+    """Start the components of ``prepared``: Placement client, tracker, the driver's watcher.
 
     Args:
         prepared: from :func:`prepare`.
         on_request: a :attr:`PlacementClient.observers` callback (the metrics).
-        on_hotplug: called when the driver sees hardware come or go (runs a
-            cycle early); a driver without a ``watch`` method has none.
+        on_event: hears every event the driver emits (the service's
+            :class:`~agent.service.events.EventQueue`), from the watcher's thread.
+        watch: start the driver's watcher (``[DEFAULT] watch_host_events``;
+            not for ``run --once``). A watcher that cannot start is warned
+            about: the cycles alone keep Placement in step then.
     """
     conf = prepared.conf
     stack = contextlib.ExitStack()
@@ -113,19 +123,11 @@ def start(
         tracker = ResourceTracker(conf, prepared.driver, ReportClient(client, state), state)
         components = Components(conf, tracker, stack.pop_all())
     driver = prepared.driver
-    driver.subscribe(_early_cycle_on_host_change(on_hotplug))
-    try:
-        components.monitor = driver.watch()
-    except OSError as exc:
-        LOG.warning("host events not watched (%s); cycles run on the schedule", exc)
+    driver.subscribe(on_event)
+    components.listener = on_event
+    if watch:
+        try:
+            components.monitor = driver.watch()
+        except (OSError, AgentError) as exc:
+            LOG.warning("host events not watched (%s); cycles run on the schedule", exc)
     return components
-
-
-def _early_cycle_on_host_change(on_change: Callable[[], None]) -> Callable[[DriverEvent], None]:
-    """A listener running a cycle early when the driver sees the host change."""
-
-    def listener(event: DriverEvent) -> None:
-        if isinstance(event, DevicesChanged | HostResync | InstanceChanged):
-            on_change()
-
-    return listener

@@ -17,8 +17,14 @@ write is resumable, so an abandoned cycle is carried on by the next start).
 SIGHUP re-reads the configuration and, only once the new components are
 built, replaces the old ones and drops every cache; a reload that fails
 keeps the old components running (:mod:`agent.service.signals`,
-:mod:`agent.service.components`). Hot-plug events of drivers that watch
-for them (the host driver's udev monitor) run a cycle early.
+:mod:`agent.service.components`).
+
+Events: what the driver sees happen on the host (libvirt domain and node
+device events, udev, the fake host file) is queued and coalesced
+(:mod:`agent.service.events`); between cycles the worker makes their
+targeted updates within ``[DEFAULT] event_delay`` of the first event, never
+alongside a cycle. A targeted update that fails brings the next cycle
+forward to at most ``EVENT_RETRY`` seconds away.
 
 Health: the systemd watchdog is fed only while cycles make progress
 (:mod:`agent.service.health`); a service whose cycles all fail is restarted
@@ -43,6 +49,7 @@ from oslo_config import cfg
 from agent.conf import logs
 from agent.model.exceptions import AgentError, ReshapeFailed, ReshapeNeeded
 from agent.service import components, signals
+from agent.service.events import EventQueue, apply_pending
 from agent.service.exit_codes import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -62,6 +69,9 @@ from drivers import load_driver
 from drivers.base import ComputeDriver
 
 LOG = logging.getLogger(__name__)
+
+EVENT_RETRY = 10.0
+"""Seconds from a failed targeted update to the full cycle that heals it (at most)."""
 
 
 class Service:
@@ -103,10 +113,12 @@ class Service:
         self._cycle_lock = threading.Lock()
         self._wake = threading.Event()
         self._worker: threading.Thread | None = None
+        self._due = 0.0  # monotonic time of the next periodic cycle
+        self.events = EventQueue(self._wake.set, self.request_cycle, self.metrics.events.count)
 
     # -- components ------------------------------------------------------------------
 
-    def _build(self, conf: cfg.ConfigOpts) -> None:
+    def _build(self, conf: cfg.ConfigOpts, once: bool = False) -> None:
         """Build driver, Placement client and tracker for ``conf``, then put them in place.
 
         Nothing of the running components is touched until the new ones are
@@ -118,7 +130,10 @@ class Service:
         """
         prepared = components.prepare(conf, self._driver_factory)
         self._teardown()
-        self._components = components.start(prepared, self.metrics.on_request, self.request_cycle)
+        watch = conf.watch_host_events and not once
+        self._components = components.start(
+            prepared, self.metrics.on_request, self.events.put, watch
+        )
         self.tracker = self._components.tracker
         self.conf = conf
 
@@ -165,6 +180,8 @@ class Service:
         with self._cycle_lock:
             self._health.cycle_started()
             self._early_requested = False
+            # The cycle reads the driver after this: what was queued is covered.
+            self.events.discard()
             try:
                 # One request id (req-...) on every log line of the cycle.
                 with logs.cycle_context():
@@ -184,11 +201,7 @@ class Service:
             with Progress("resource-tracking cycle", count=client.total_requests):
                 outcome = self.tracker.update_available_resource(startup)
         except (ReshapeNeeded, ReshapeFailed) as exc:
-            code = EXIT_RESHAPE_NEEDED if isinstance(exc, ReshapeNeeded) else EXIT_RESHAPE_FAILED
-            LOG.critical("%s: %s. %s", type(exc).__name__, exc, FATAL_ADVICE[code])
-            self._record(_failed(startup, exc), fatal=True)
-            self.exit_code = code
-            self._stop.set()
+            self._fatal(startup, exc)
             return None
         except Exception as exc:  # the service never dies of one cycle
             LOG.error("cycle failed: %s: %s", type(exc).__name__, exc)
@@ -206,6 +219,28 @@ class Service:
             self.notifier.ready()
         return outcome
 
+    def _fatal(self, startup: bool, exc: ReshapeNeeded | ReshapeFailed) -> None:
+        """Record a fatal failure (exit 4 or 5) and stop the service."""
+        code = EXIT_RESHAPE_NEEDED if isinstance(exc, ReshapeNeeded) else EXIT_RESHAPE_FAILED
+        LOG.critical("%s: %s. %s", type(exc).__name__, exc, FATAL_ADVICE[code])
+        self._record(_failed(startup, exc), fatal=True)
+        self.exit_code = code
+        self._stop.set()
+
+    def _handle_events(self) -> None:
+        """Make the queued events' targeted updates, after the grace for the rest of a burst."""
+        self._stop.wait(self.conf.event_delay if self.conf is not None else 0.0)
+        with self._cycle_lock:
+            if self.tracker is None or self._stop.is_set():
+                return
+            try:
+                with logs.cycle_context():
+                    outcome = apply_pending(self.events, self.tracker, self.metrics.events)
+            except ReshapeNeeded as exc:
+                return self._fatal(False, exc)
+        if outcome is not None and outcome.errors:  # heal it soon
+            self._due = min(self._due, time.monotonic() + EVENT_RETRY)
+
     def _record(self, outcome: CycleOutcome, fatal: bool = False) -> None:
         self.cycles += 1
         self.last_outcome = outcome
@@ -215,12 +250,6 @@ class Service:
         record_cycle(outcome, fatal, self.metrics, self.notifier, state, owner_trait)
 
     # -- running ------------------------------------------------------------------------
-
-    def _healthy(self) -> bool:
-        """True while the worker lives, no cycle overran, and cycles make progress."""
-        assert self.conf is not None
-        alive = self._worker is not None and self._worker.is_alive()
-        return self._health.healthy(self.conf, alive)
 
     def run(self, once: bool = False) -> int:
         """Start, run cycles until stopped, return the exit code.
@@ -232,13 +261,13 @@ class Service:
         Raises:
             ConfigError: the configuration is invalid at start.
         """
-        self._build(self._load_conf())
+        self._build(self._load_conf(), once)
         assert self.conf is not None
         # Every option in effect, as every OpenStack service logs it (secret ones as ****).
         self.conf.log_opt_values(LOG, logging.DEBUG)
         try:
             if self.conf.metrics.listen and not once:
-                self._serve_metrics(self.conf.metrics.listen)
+                self.metrics_address = serve_metrics(self.metrics, self.conf.metrics.listen)
             if once:
                 outcome = self.run_cycle()
                 if outcome is None:
@@ -249,12 +278,6 @@ class Service:
             self.notifier.stopping()
             self.metrics.close()
             self._teardown()
-
-    def _serve_metrics(self, listen: str) -> None:
-        try:
-            self.metrics_address = self.metrics.serve(listen)
-        except OSError as exc:
-            LOG.error("metrics endpoint not started on %s: %s", listen, exc)
 
     def _serve(self) -> int:
         assert self.conf is not None
@@ -273,41 +296,33 @@ class Service:
         tick = min(self.notifier.watchdog_interval or 1.0, 1.0)
         try:
             while not self._stop.wait(tick):
-                if self._healthy():
+                # Fed while the worker lives, no cycle overran, and cycles make progress.
+                if self._health.healthy(self.conf, self._worker.is_alive()):
                     self.notifier.watchdog()
         finally:
             self.notifier.stopping()
-            self._join_worker(self._worker)
+            abort = self.tracker.report.client.abort if self.tracker is not None else None
+            join_worker(self._worker, self.conf.stop_timeout, abort)
         return self.exit_code
 
-    def _join_worker(self, worker: threading.Thread) -> None:
-        """Give the running cycle ``stop_timeout`` s, then end it between two requests."""
-        assert self.conf is not None
-        worker.join(self.conf.stop_timeout)
-        if worker.is_alive() and self.tracker is not None:
-            # No new request, retry waits end: a cycle between requests ends now.
-            self.tracker.report.client.abort.set()
-            worker.join(1.0)
-        if worker.is_alive():
-            LOG.warning(
-                "the running cycle did not finish within %d s of the stop request; "
-                "stopping without it (the next start carries on where it was)",
-                self.conf.stop_timeout,
-            )
-
     def _loop(self) -> None:
-        """Run cycles: now, then every interval (plus jitter), or early when asked."""
+        """Cycles now, then every interval (plus jitter) or early when asked; events between."""
         assert self.conf is not None
-        due = time.monotonic()
+        self._due = time.monotonic()
         while not self._stop.is_set():
             # Event.wait measures monotonic time: wall-clock steps do not move `due`.
-            if self._wake.wait(max(0.0, due - time.monotonic())):
+            if self._wake.wait(max(0.0, self._due - time.monotonic())):
                 self._wake.clear()
             if self._stop.is_set():
                 break
+            if time.monotonic() < self._due and not self._early_requested:
+                # Events; before start-up succeeded, the next cycle covers them.
+                if self._started_ok and self.events.pending:
+                    self._handle_events()
+                continue
             self.run_cycle()
-            conf = self.conf
-            due = time.monotonic() + conf.update_interval + random.uniform(0, conf.update_jitter)
+            jitter = random.uniform(0, self.conf.update_jitter)
+            self._due = time.monotonic() + self.conf.update_interval + jitter
 
 
 def _failed(startup: bool, exc: BaseException) -> CycleOutcome:
@@ -315,3 +330,33 @@ def _failed(startup: bool, exc: BaseException) -> CycleOutcome:
     outcome = CycleOutcome(startup=startup, started=time.time())
     outcome.error = f"{type(exc).__name__}: {exc}"
     return outcome
+
+
+def serve_metrics(metrics: AgentMetrics, listen: str) -> tuple[str, int] | None:
+    """Serve ``/metrics`` on ``listen``; the address bound, or None (logged) when it cannot."""
+    try:
+        return metrics.serve(listen)
+    except OSError as exc:
+        LOG.error("metrics endpoint not started on %s: %s", listen, exc)
+        return None
+
+
+def join_worker(worker: threading.Thread, stop_timeout: int, abort: threading.Event | None) -> None:
+    """Give the running cycle ``stop_timeout`` s, then end it between two requests.
+
+    Args:
+        worker: the cycle worker thread.
+        stop_timeout: ``[DEFAULT] stop_timeout``, seconds.
+        abort: the Placement client's abort event (no new request, retry
+            waits end), or None when there is no client.
+    """
+    worker.join(stop_timeout)
+    if worker.is_alive() and abort is not None:
+        abort.set()
+        worker.join(1.0)
+    if worker.is_alive():
+        LOG.warning(
+            "the running cycle did not finish within %d s of the stop request; "
+            "stopping without it (the next start carries on where it was)",
+            stop_timeout,
+        )

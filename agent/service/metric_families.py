@@ -140,6 +140,39 @@ class CycleMetrics:
                 self.reshapes.labels(node.nodename).inc()
 
 
+class EventMetrics:
+    """Driver events heard and the targeted updates they led to (docs/service.md, "Events")."""
+
+    def __init__(self, r: CollectorRegistry) -> None:
+        self.events = Counter(
+            "compute_agent_events",
+            "Driver events heard, by kind (instance, devices, resync).",
+            ["kind"],
+            registry=r,
+        )
+        self.updates = Counter(
+            "compute_agent_event_updates",
+            "Batches of targeted updates made for events, by outcome (ok, failed).",
+            ["outcome"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "compute_agent_event_latency_seconds",
+            "From the first event of a batch being heard to its targeted updates written.",
+            buckets=CYCLE_BUCKETS,
+            registry=r,
+        )
+
+    def count(self, kind: str) -> None:
+        """One event of ``kind`` heard (an :class:`agent.service.events.EventQueue` callback)."""
+        self.events.labels(kind=kind).inc()
+
+    def observe(self, ok: bool, seconds: float) -> None:
+        """One batch of targeted updates done, ``seconds`` after its first event."""
+        self.updates.labels(outcome="ok" if ok else "failed").inc()
+        self.latency.observe(seconds)
+
+
 class PlacementMetrics:
     """HTTP requests to Placement: answers, latency, retries, generation conflicts."""
 

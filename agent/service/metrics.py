@@ -28,7 +28,12 @@ from prometheus_client import CollectorRegistry, Info, start_http_server
 
 from agent import __version__
 from agent.model.exceptions import ConfigError
-from agent.service.metric_families import CycleMetrics, InventoryMetrics, PlacementMetrics
+from agent.service.metric_families import (
+    CycleMetrics,
+    EventMetrics,
+    InventoryMetrics,
+    PlacementMetrics,
+)
 from agent.shape.layout import OWNER_TRAIT
 
 if TYPE_CHECKING:
@@ -67,6 +72,7 @@ class AgentMetrics:
         self.cycle = CycleMetrics(self.registry)
         self.placement = PlacementMetrics(self.registry)
         self.inventory = InventoryMetrics(self.registry)
+        self.events = EventMetrics(self.registry)
         self._server: Any = None
 
     # -- sources ------------------------------------------------------------------

@@ -28,6 +28,23 @@ DEFAULT_OPTS: list[cfg.Opt] = [
         "Placement request starts meanwhile); the service then exits 0 either way. Keep "
         "it below systemd's TimeoutStopSec.",
     ),
+    cfg.BoolOpt(
+        "watch_host_events",
+        default=True,
+        help="React to what the driver sees happen on the host (libvirt domain and node "
+        "device events, udev hot-plug, edits of the fake driver's host file) with "
+        "targeted updates of Placement within a second, instead of waiting for the next "
+        "cycle. The periodic cycle stays, as the audit that heals whatever events missed.",
+    ),
+    cfg.FloatOpt(
+        "event_delay",
+        default=0.05,
+        min=0.0,
+        max=5.0,
+        help="Seconds the service waits after an event before its targeted update, so the "
+        "rest of a burst (an instance's several lifecycle events, VFs created together) "
+        "joins the same update. Adds this much to every event's latency.",
+    ),
     cfg.IntOpt(
         "status_max_age",
         min=1,

@@ -43,6 +43,7 @@ from agent.tracker.claims import InstanceClaims
 from agent.tracker.outcome import CycleOutcome, NodeOutcome
 from agent.tracker.retained import retain_gone_hardware
 from agent.tracker.sharing import SharingProviders
+from agent.tracker.targeted import EventBatch, TargetedOutcome, TargetedUpdates
 from drivers.base import ComputeDriver
 from drivers.events import DriverEvent, InstanceDestroyed, InstanceSpawning
 from drivers.records import Instance
@@ -83,6 +84,12 @@ class ResourceTracker:
         )
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        # nodename -> providers of gone hardware kept by the last layout (targeted
+        # updates leave their allocations as held, as the audit does).
+        self.retained: dict[str, set[str]] = {}
+        self.targeted = TargetedUpdates(
+            driver, report, self.audit, self.sharing, conf.compute.owner_trait, self.retained
+        )
 
     def _lock(self, nodename: str) -> threading.Lock:
         with self._locks_guard:
@@ -165,6 +172,7 @@ class ResourceTracker:
                     before = tree.copy()  # what Placement holds now: the tree just written
         owner_trait = self.conf.compute.owner_trait
         keep = retain_gone_hardware(self.report, owner_trait, nodename, before, tree)
+        self.retained[nodename] = keep
         node.retained = sorted(tree.data(u).name for u in keep)
         node.sync = self.report.update_from_provider_tree(tree)
         node.sync.reshaped = node.sync.reshaped or reshaped
@@ -234,3 +242,62 @@ class ResourceTracker:
             self.instance_claim(event.nodename, event.instance)
         elif isinstance(event, InstanceDestroyed):
             self.abort_instance_claim(event.nodename, event.instance)
+
+    # -- events --------------------------------------------------------------------
+
+    def apply_events(self, batch: EventBatch) -> TargetedOutcome:
+        """Make the targeted updates a batch of driver events needs (:mod:`agent.tracker.targeted`).
+
+        Devices first (an instance's allocation may name a provider just
+        created), then instances; each node under its lock, so an update
+        and a cycle or claim never interleave on one node. A node that fails
+        does not stop the others.
+
+        Returns:
+            A :class:`TargetedOutcome`; failures are in ``errors``, not raised.
+
+        Raises:
+            ReshapeNeeded: a device change needs the tree to change shape
+                (fatal, as in a cycle: a restart performs the reshape).
+        """
+        outcome = TargetedOutcome()
+        client = self.report.client
+        before = client.total_requests()
+        client.deadline = time.monotonic() + self.conf.cycle_timeout
+        try:
+            known = self.driver.get_nodenames()
+            devices = set(known) if None in batch.devices else batch.devices & set(known)
+            for nodename in sorted(n for n in devices if n is not None):
+                self._targeted(nodename, outcome, lambda n: self._devices(n, outcome))
+            for nodename, uuids in sorted(batch.instances.items()):
+                if nodename in known:
+                    self._targeted(
+                        nodename, outcome, lambda n, u=uuids: self.targeted.instances(n, u, outcome)
+                    )
+        except Exception as exc:  # the driver could not list its nodes
+            if isinstance(exc, ReshapeNeeded):
+                raise
+            outcome.errors.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            client.deadline = None
+            outcome.requests = client.total_requests() - before
+        return outcome
+
+    def _devices(self, nodename: str, outcome: TargetedOutcome) -> None:
+        sync = self.targeted.devices(nodename)
+        outcome.providers += sync.created + sync.removed + sync.inventories
+        outcome.providers += sync.traits + sync.aggregates
+        outcome.errors.extend(sync.errors)
+
+    def _targeted(
+        self, nodename: str, outcome: TargetedOutcome, update: Callable[[str], None]
+    ) -> None:
+        with self._lock(nodename):
+            try:
+                update(nodename)
+            except ReshapeNeeded:
+                raise
+            except Exception as exc:  # one node's failure must not stop the others
+                line = f"node {nodename}: targeted update failed: {type(exc).__name__}: {exc}"
+                LOG.error("%s", line)
+                outcome.errors.append(line)

@@ -58,7 +58,8 @@ class HostDriver(SingleNodeDriver):
         return device_views(self.discover(), self.settings)
 
     def watch(self) -> HotplugMonitor | None:
-        """Emit :class:`~drivers.events.DevicesChanged` (debounced) when udev sees devices change.
+        """Emit :class:`~drivers.events.DevicesChanged` (debounced, naming the PCI addresses)
+        when udev sees devices change.
 
         PCI, network and mdev devices (:mod:`drivers.host.hotplug`). Nothing is
         watched when ``[host_driver] sysfs_root`` is not ``/`` (a captured
@@ -74,7 +75,7 @@ class HostDriver(SingleNodeDriver):
             return None
         nodename = self.settings.nodename
         monitor = HotplugMonitor(
-            lambda: self.emit(DevicesChanged(nodename, what="udev")),
+            lambda addresses: self.emit(DevicesChanged(nodename, addresses, "udev")),
             self.settings.hotplug_debounce,
         )
         monitor.start()

@@ -1,16 +1,19 @@
-"""Hot-plug: a udev monitor (pci, net, mdev) that asks for an early cycle, debounced.
+"""Hot-plug: a udev monitor (pci, net, mdev) naming the devices that came or went, debounced.
 
-Creating 64 VFs emits well over a hundred udev events within a second; the
-callback runs once, ``delay`` seconds after the last event, so the service
-(which owns the cycle) runs one early cycle, not a hundred.
+Creating 64 VFs emits well over a hundred udev events within a second, and
+sysfs settles only once the VF driver has bound; the callback runs once,
+``delay`` seconds after the last event, with the PCI addresses (and mdev
+UUIDs) of every device seen meanwhile, so the service makes one targeted
+update of those providers, not a hundred (docs/service.md, "Events").
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from drivers.debounce import Debouncer
 
 LOG = logging.getLogger("drivers.host.hotplug")
 
@@ -18,50 +21,26 @@ SUBSYSTEMS: tuple[str, ...] = ("pci", "net", "mdev")
 """udev subsystems whose events can change what the host offers."""
 
 
-class Debouncer:
-    """Calls ``callback`` once, ``delay`` seconds after the last :meth:`trigger`.
+def device_key(device: Any) -> str:
+    """The PCI address (or mdev UUID) a udev event is about.
 
-    Args:
-        callback: called with no arguments, on a timer thread.
-        delay: seconds of quiet required (0 calls at once, on the timer thread).
+    A ``pci`` device is named by its address (``0000:81:00.1``), an ``mdev`` by
+    its UUID; a ``net`` device stands for the PCI function under it (empty
+    when it has none: a bridge, a tap).
     """
-
-    def __init__(self, callback: Callable[[], None], delay: float) -> None:
-        self._callback = callback
-        self._delay = delay
-        self._lock = threading.Lock()
-        self._timer: threading.Timer | None = None
-
-    def trigger(self) -> None:
-        """Restart the quiet period."""
-        with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-            self._timer = threading.Timer(self._delay, self._fire)
-            self._timer.daemon = True
-            self._timer.start()
-
-    def _fire(self) -> None:
-        with self._lock:
-            self._timer = None
-        try:
-            self._callback()
-        except Exception:  # a failing callback must not kill the monitor thread
-            LOG.exception("hot-plug callback failed")
-
-    def cancel(self) -> None:
-        """Drop a pending call."""
-        with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+    if getattr(device, "subsystem", "") == "net":
+        find_parent = getattr(device, "find_parent", None)
+        parent = find_parent("pci") if find_parent is not None else None
+        return parent.sys_name if parent is not None else ""
+    return str(device.sys_name)
 
 
 class HotplugMonitor:
     """Watches udev for devices coming and going.
 
     Args:
-        callback: called (debounced) after events; takes no arguments.
+        callback: called (debounced) after events with the PCI addresses and
+            mdev UUIDs they were about (:func:`device_key`; empty when none).
         delay: debounce delay in seconds (``[host_driver] hotplug_debounce``).
         subsystems: udev subsystems to watch.
         context: a ``pyudev.Context`` (default: a new one).
@@ -73,7 +52,7 @@ class HotplugMonitor:
 
     def __init__(
         self,
-        callback: Callable[[], None],
+        callback: Callable[[tuple[str, ...]], None],
         delay: float = 2.0,
         subsystems: Sequence[str] = SUBSYSTEMS,
         context: Any = None,
@@ -91,8 +70,8 @@ class HotplugMonitor:
             return
         event = (device.action or "", subsystem, device.sys_name)
         self.events = [*self.events[-99:], event]
-        LOG.info("udev %s %s %s: early cycle requested", *event)
-        self._debouncer.trigger()
+        LOG.info("udev %s %s %s: the devices will be read again", *event)
+        self._debouncer.trigger(device_key(device))
 
     def start(self) -> None:
         """Open the netlink monitor and start its thread.

@@ -61,6 +61,28 @@ def _silence(_ctx: object, _err: object) -> None:
 libvirt.registerErrorHandler(_silence, None)
 
 
+_EVENT_IMPL = threading.Lock()
+_event_impl_registered = False
+
+
+def register_event_impl() -> None:
+    """Register libvirt's default event loop implementation, once per process.
+
+    libvirt delivers domain and node device events, and the close callback,
+    only on connections opened *after* an event implementation was
+    registered (libvirt's ``virEventRegisterDefaultImpl`` documentation), so
+    every :class:`LibvirtConnection` registers it before its first open; the
+    loop itself runs only while something watches
+    (:mod:`drivers.libvirt.watch`). Without a running loop calls still work:
+    the calling thread does its own I/O.
+    """
+    global _event_impl_registered
+    with _EVENT_IMPL:
+        if not _event_impl_registered:
+            libvirt.virEventRegisterDefaultImpl()
+            _event_impl_registered = True
+
+
 def redact_uri(uri: str) -> str:
     """``uri`` with any password replaced by ``***`` (for logs and messages)."""
     return _PASSWORD_RE.sub(r"\1:***@", uri)
@@ -134,6 +156,11 @@ class LibvirtConnection:
         self._lock = threading.Lock()
         self.opened = 0
         """How many times a connection was opened (1 + reconnections)."""
+        self.on_open: list[Callable[[libvirt.virConnect, int], None]] = []
+        """Called with each newly opened connection and :attr:`opened` (1 first, then
+        more after each reconnection), outside the lock: the event watcher
+        registers its callbacks there (:mod:`drivers.libvirt.watch`)."""
+        register_event_impl()
 
     def _open_once(self) -> libvirt.virConnect:
         conn = self._opener(self.uri)
@@ -154,9 +181,17 @@ class LibvirtConnection:
             LibvirtConnectionError: every attempt failed; the message has the
                 URI, the attempts made and libvirt's last error.
         """
+        conn, opened = self._get()
+        if opened:
+            for hook in list(self.on_open):
+                hook(conn, opened)
+        return conn
+
+    def _get(self) -> tuple[libvirt.virConnect, int]:
+        """The connection, and the new :attr:`opened` count when it was opened now (else 0)."""
         with self._lock:
             if self._conn is not None and self._alive(self._conn):
-                return self._conn
+                return self._conn, 0
             if self._conn is not None:
                 LOG.warning("libvirt %s: connection lost; reconnecting", self.safe_uri)
                 self._drop()
@@ -188,7 +223,7 @@ class LibvirtConnection:
             self.opened += 1
             if self.opened > 1:
                 LOG.warning("libvirt %s: reconnected", self.safe_uri)
-            return self._conn
+            return self._conn, self.opened
 
     def _drop(self) -> None:
         conn, self._conn = self._conn, None

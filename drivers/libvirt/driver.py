@@ -12,6 +12,7 @@ the last read and logs each one once.
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 
 from oslo_config import cfg
 
@@ -21,6 +22,7 @@ from drivers.libvirt.connection import LibvirtConnection
 from drivers.libvirt.host_view import HostView, LibvirtHost
 from drivers.libvirt.instances import InstanceView
 from drivers.libvirt.options import GROUP
+from drivers.libvirt.watch import LibvirtWatch
 from drivers.records import HostResources, Instance
 
 LOG = logging.getLogger(__name__)
@@ -118,3 +120,39 @@ class LibvirtDriver(SingleNodeDriver):
         """
         self._check(nodename)
         return set(self.instances.unreadable)
+
+    def read_instances(
+        self, nodename: str, uuids: Collection[str]
+    ) -> tuple[dict[str, Instance], set[str]]:
+        """The domains ``uuids`` as instances, each looked up by UUID (an event's targeted read).
+
+        Returns:
+            ``({uuid: Instance}, unreadable UUIDs)``; a UUID in neither has no
+            domain any more (undefined, or a transient domain stopped).
+
+        Raises:
+            LibvirtConnectionError, LibvirtCallError: a lookup failed other
+                than by the domain being gone.
+        """
+        self._check(nodename)
+        domains = [d for d in map(self.instances.lookup, sorted(set(uuids))) if d is not None]
+        found = {i.uuid: i for i in self.instances.read(domains)}
+        return found, set(self.instances.unreadable)
+
+    def watch(self) -> LibvirtWatch:
+        """Emit events for domains and node devices changing, and for a re-opened connection.
+
+        See :mod:`drivers.libvirt.watch`.
+
+        Returns:
+            The started watch (``stop()`` it).
+
+        Raises:
+            LibvirtConnectionError: libvirt cannot be reached now (the
+                periodic cycle re-opens the connection; the watch registers then).
+        """
+        nodename = self.settings.nodename
+        opts = self.conf[GROUP]
+        watch = LibvirtWatch(self.connection, nodename, self.emit, opts.reconnect_max_delay)
+        watch.start()
+        return watch

@@ -71,6 +71,21 @@ class InstanceView:
         conn = self.connection.get()
         return self.connection.call("virConnectListAllDomains", conn.listAllDomains, 0)
 
+    def lookup(self, uuid: str) -> libvirt.virDomain | None:
+        """The domain with UUID ``uuid``, or None when libvirt has none.
+
+        Raises:
+            LibvirtConnectionError, LibvirtCallError: the lookup failed otherwise.
+        """
+        conn = self.connection.get()
+        try:
+            lookup = conn.lookupByUUIDString
+            return self.connection.call("virDomainLookupByUUIDString", lookup, uuid)
+        except LibvirtCallError as exc:
+            if isinstance(exc, LibvirtConnectionError) or exc.code != libvirt.VIR_ERR_NO_DOMAIN:
+                raise
+            return None
+
     def read(self, domains: list[libvirt.virDomain]) -> list[Instance]:
         """Turn listed domains into instances (and :attr:`unreadable` anew).
 

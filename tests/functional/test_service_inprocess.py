@@ -37,7 +37,9 @@ class WatchedFakeDriver(FakeDriver):
 
     def watch(self):
         nodename = self.get_nodenames()[0]
-        monitor = HotplugMonitor(lambda: self.emit(DevicesChanged(nodename, what="udev")), 0.05)
+        monitor = HotplugMonitor(
+            lambda keys: self.emit(DevicesChanged(nodename, keys, "udev")), 0.05
+        )
         self.monitors.append(monitor)
         return monitor
 
@@ -98,21 +100,47 @@ def test_request_cycle_runs_one_early_and_stop_returns_0(service):
     assert service.result["code"] == EXIT_OK
 
 
-def test_udev_events_run_one_early_cycle_and_never_two_at_once(service):
+def event_updates(svc: Service, outcome: str = "ok") -> float:
+    value = svc.metrics.registry.get_sample_value(
+        "compute_agent_event_updates_total", {"outcome": outcome}
+    )
+    return value or 0.0
+
+
+def wait_event_updates(svc: Service, n: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while event_updates(svc) < n:
+        assert time.monotonic() < deadline, f"only {event_updates(svc)} event updates, wanted {n}"
+        time.sleep(0.02)
+
+
+def test_udev_events_make_one_targeted_update_never_alongside_a_cycle(service):
     wait_cycles(service.svc, 1)
     (monitor,) = WatchedFakeDriver.monitors
-    event = SimpleNamespace(action="add", subsystem="pci", sys_name="0000:3b:02.0")
-    for _ in range(20):  # a burst, as when a PF creates its VFs
-        monitor.handle(event)
-    wait_cycles(service.svc, 2)
+    for i in range(20):  # a burst, as when a PF creates its VFs
+        monitor.handle(
+            SimpleNamespace(action="add", subsystem="pci", sys_name=f"0000:3b:02.{i % 8}")
+        )
+    wait_event_updates(service.svc, 1)
     time.sleep(0.5)
-    assert service.svc.cycles == 2  # the burst was debounced into one cycle
-    # Requests during a running cycle: run once more right after it, not alongside.
+    # One targeted update of the node's devices, no full cycle: the burst was coalesced.
+    assert event_updates(service.svc) == 1 and service.svc.cycles == 1
+    samples = service.svc.metrics.registry.get_sample_value(
+        "compute_agent_events_total", {"kind": "devices"}
+    )
+    assert samples == 1  # the debouncer made one event of twenty udev events
+    # An event heard during a cycle waits for it; the cycle requested next covers it.
     service.svc.request_cycle()
     time.sleep(0.05)
+    monitor.handle(SimpleNamespace(action="remove", subsystem="pci", sys_name="0000:3b:02.0"))
     service.svc.request_cycle()
+    wait_cycles(service.svc, 3)
+    # Then events alone again: an update, never alongside a cycle (the driver saw no overlap).
+    monitor.handle(SimpleNamespace(action="add", subsystem="pci", sys_name="0000:3b:02.0"))
     service.svc.request_cycle()
     wait_cycles(service.svc, 4)
+    monitor.handle(SimpleNamespace(action="add", subsystem="pci", sys_name="0000:3b:02.1"))
+    wait_event_updates(service.svc, 2)
     assert not WatchedFakeDriver.overlap
 
 

@@ -20,7 +20,7 @@ def event(action, subsystem, name):
 def test_burst_of_events_gives_one_callback():
     calls = []
     done = threading.Event()
-    mon = HotplugMonitor(lambda: (calls.append(time.monotonic()), done.set()), delay=0.2)
+    mon = HotplugMonitor(lambda keys: (calls.append((time.monotonic(), keys)), done.set()), 0.2)
     start = time.monotonic()
     for i in range(64):
         mon.handle(event("add", "pci", f"0000:3b:02.{i % 8}"))
@@ -28,13 +28,29 @@ def test_burst_of_events_gives_one_callback():
     mon.handle(event("change", "block", "sda"))  # not watched
     assert done.wait(2)
     time.sleep(0.3)
-    assert len(calls) == 1 and calls[0] - start >= 0.2
+    assert len(calls) == 1 and calls[0][0] - start >= 0.2
+    # One call naming every PCI function seen; the net device without a PCI parent adds none.
+    assert calls[0][1] == tuple(f"0000:3b:02.{i}" for i in range(8))
     assert len(mon.events) == 65 and mon.events[-1] == ("add", "net", "ens1f0v0")
+
+
+def test_a_net_event_names_the_pci_function_under_it():
+    calls = []
+    done = threading.Event()
+    mon = HotplugMonitor(lambda keys: (calls.append(keys), done.set()), delay=0.05)
+    pci = SimpleNamespace(sys_name="0000:81:00.1")
+    net = SimpleNamespace(
+        action="add", subsystem="net", sys_name="ens1f0v1", find_parent=lambda s: pci
+    )
+    mon.handle(net)
+    mon.handle(event("add", "mdev", "4b20d080-1b54-4048-85b3-a6a62d165c01"))
+    assert done.wait(2)
+    assert calls == [("0000:81:00.1", "4b20d080-1b54-4048-85b3-a6a62d165c01")]
 
 
 def test_stop_drops_pending_callback():
     calls = []
-    mon = HotplugMonitor(lambda: calls.append(1), delay=0.2)
+    mon = HotplugMonitor(lambda keys: calls.append(keys), delay=0.2)
     mon.handle(event("remove", "mdev", "4b20d080-1b54-4048-85b3-a6a62d165c01"))
     mon.stop()
     time.sleep(0.35)
@@ -42,7 +58,7 @@ def test_stop_drops_pending_callback():
 
 
 def test_real_udev_monitor_starts_and_stops():
-    mon = HotplugMonitor(lambda: None, delay=0.1)
+    mon = HotplugMonitor(lambda keys: None, delay=0.1)
     mon.start()
     assert mon._observer is not None and mon._observer.is_alive()
     mon.stop()
