@@ -7,7 +7,7 @@ import pytest
 from agent.model.exceptions import CapacityExceeded, ConfigError, HostDescriptionError
 from agent.model.provider_tree import ProviderTree
 from drivers import load_driver
-from drivers.events import DriverEvent
+from drivers.events import DevicesChanged, DriverEvent, InstanceChanged, InstanceSpawning
 from drivers.fake import FakeDriver
 from drivers.fake_host import load_host_description, parse_host_description
 from drivers.records import Flavor, Gpu, Instance, MdevType, PciDevice, SriovPF
@@ -215,22 +215,30 @@ def test_spawn_and_destroy_emit_events_and_a_listener_can_veto(driver):
     heard: list[tuple[str, bool]] = []
 
     def listener(event: DriverEvent) -> None:
-        present = any(i.uuid == event.instance.uuid for i in driver.list_instances("big-host"))
+        uuid = event.instance_uuid if isinstance(event, InstanceChanged) else event.instance.uuid
+        present = any(i.uuid == uuid for i in driver.list_instances("big-host"))
         heard.append((type(event).__name__, present))
-        if event.instance.flavor.vcpus > 100:
+        if isinstance(event, InstanceSpawning) and event.instance.flavor.vcpus > 100:
             raise CapacityExceeded("VCPU", 101, 0, 100, "too big")
 
     driver.subscribe(listener)
     fits = Instance(NEW, "p", "u", Flavor(vcpus=2, memory_mb=2048, root_gb=10))
     driver.spawn("big-host", fits)
     assert driver.destroy(NEW) == fits
-    assert heard == [("InstanceSpawning", False), ("InstanceDestroyed", False)]
+    # The claim events around the change, then what libvirt would say happened.
+    assert heard == [
+        ("InstanceSpawning", False),
+        ("InstanceChanged", True),
+        ("InstanceDestroyed", False),
+        ("InstanceChanged", False),
+    ]
     with pytest.raises(CapacityExceeded):
         driver.spawn("big-host", Instance(NEW, "p", "u", Flavor(vcpus=101, memory_mb=1)))
     assert NEW not in {i.uuid for i in driver.list_instances("big-host")}
+    assert len(heard) == 5  # a vetoed spawn says nothing happened
     driver.unsubscribe(listener)
     driver.spawn("big-host", fits)
-    assert len(heard) == 3
+    assert len(heard) == 5
     with pytest.raises(ValueError):
         driver.unsubscribe(listener)
 
@@ -238,6 +246,19 @@ def test_spawn_and_destroy_emit_events_and_a_listener_can_veto(driver):
 def test_change_totals(driver):
     driver.update_host("big-host", disk_gb=100)
     assert tree_for(driver).data("big-host").inventory["DISK_GB"].total == 100
+
+
+def test_device_and_total_changes_emit_devices_changed(driver):
+    heard: list[DriverEvent] = []
+    driver.subscribe(heard.append)
+    driver.add_device("big-host", PciDevice("0000:87:00.0", "10de", "1db4"))
+    driver.remove_device("big-host", "0000:87:00.0")
+    driver.update_host("big-host", disk_gb=100)
+    assert heard == [
+        DevicesChanged("big-host", ("0000:87:00.0",), "add"),
+        DevicesChanged("big-host", ("0000:87:00.0",), "remove"),
+        DevicesChanged("big-host", (), "change"),
+    ]
 
 
 def test_add_and_remove_devices(driver):
