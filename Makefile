@@ -60,6 +60,9 @@ test: install
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends groff-base; } >/dev/null
 	command -v zsh >/dev/null || { apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zsh; } >/dev/null
+	# A real libvirtd (test driver only) is stopped and started under the agent (tests/helpers/libvirtd.py).
+	test -x /usr/sbin/libvirtd || { apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libvirt-daemon; } >/dev/null
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	# The layers of docs/architecture.md (contracts in pyproject.toml).

@@ -316,8 +316,8 @@ class Service:
             if self._stop.is_set():
                 break
             if time.monotonic() < self._due and not self._early_requested:
-                # Events; before start-up succeeded, the next cycle covers them.
-                if self._started_ok and self.events.pending:
+                # Events; until the first cycle has run, it covers them.
+                if self.cycles and self.events.pending:
                     self._handle_events()
                 continue
             self.run_cycle()

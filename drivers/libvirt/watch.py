@@ -263,5 +263,5 @@ class LibvirtWatch:
                 self.connection.get()  # finds it dead, re-opens: _opened resyncs
                 return
             except LibvirtConnectionError as exc:
-                LOG.warning("%s; trying again in %.0f s", exc, self.retry_delay)
+                LOG.warning("%s; trying again in %.1f s", exc, self.retry_delay)
             self._stopped.wait(self.retry_delay)
