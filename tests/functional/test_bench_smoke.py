@@ -16,6 +16,7 @@ from tests.helpers.paths import REPO
 
 SMALLEST = {
     "discover.py": ["--runs", "1"],
+    "events.py": ["--events", "3", "--burst", "10"],
     "provider_tree.py": [],
     "reshape.py": ["--sizes", "3"],
     "sync.py": ["--sizes", "1"],
