@@ -18,7 +18,7 @@ def exposed_names() -> set[str]:
     """Every series name the agent's registry can expose."""
     metrics = AgentMetrics()
     names: set[str] = set()
-    families = (metrics.cycle, metrics.placement, metrics.inventory)
+    families = (metrics.cycle, metrics.placement, metrics.inventory, metrics.events)
     for value in [v for family in families for v in vars(family).values()]:
         if isinstance(value, Counter):
             names.add(value._name + "_total")
