@@ -145,11 +145,8 @@ class LibvirtDriver(SingleNodeDriver):
         See :mod:`drivers.libvirt.watch`.
 
         Returns:
-            The started watch (``stop()`` it).
-
-        Raises:
-            LibvirtConnectionError: libvirt cannot be reached now (the
-                periodic cycle re-opens the connection; the watch registers then).
+            The started watch (``stop()`` it); when libvirt cannot be reached
+            now it registers on the connection the next cycle opens.
         """
         nodename = self.settings.nodename
         opts = self.conf[GROUP]

@@ -139,15 +139,18 @@ class LibvirtWatch:
     def start(self) -> None:
         """Start the event loop and register on the driver's connection.
 
-        Raises:
-            LibvirtConnectionError: libvirt cannot be reached now; the
-                caller relies on the periodic cycle (which re-opens it, and
-                this watch registers then).
-            OSError: never raised here; listed for the ``watch()`` contract.
+        When libvirt cannot be reached now, a warning says so and the watch
+        registers on the connection the next cycle opens (with a full cycle,
+        as after any re-open); until then the cycles alone keep Placement in step.
         """
         EventLoop.ensure_running()
         self.connection.on_open.append(self._opened)
-        self._register(self.connection.get())
+        try:
+            conn = self.connection.get()
+        except LibvirtConnectionError as exc:
+            LOG.warning("%s; events are watched once a cycle opens the connection", exc)
+            return
+        self._register(conn)
 
     def stop(self) -> None:
         """Deregister every callback; no event is emitted once this returns."""
