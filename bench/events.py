@@ -56,7 +56,7 @@ HEADERS = {
 }
 DOMAIN = (
     "<domain type='test'><name>b-{short}</name><uuid>{uuid}</uuid>"
-    "<memory unit='KiB'>32768</memory><vcpu>1</vcpu>"
+    "<memory unit='KiB'>8192</memory><vcpu>1</vcpu>"
     "<os><type arch='x86_64'>hvm</type></os></domain>"
 )
 
@@ -156,6 +156,8 @@ def ini_for(tmp: Path, placement: Placement, nodename: str, *sections: str) -> P
     ini.write_text(
         f"[DEFAULT]\nhost = {nodename}\nstate_path = {tmp / nodename}\nupdate_interval = 3600\n"
         "update_jitter = 0\nreserved_host_memory_mb = 0\nreserved_host_disk_mb = 0\n"
+        # room for the burst: 100 one-vCPU domains on the test driver's 16 CPUs (3 GiB)
+        "cpu_allocation_ratio = 16.0\n"
         f"instances_path = {tmp}\n[metrics]\nlisten =\n"
         f"[placement]\nauth_type = admin_token\nendpoint = {placement.url}\ntoken = admin\n"
         "noauth_roles = admin,service\n" + "".join(f"{s}\n" for s in sections)
