@@ -101,7 +101,7 @@ def placement_app_for_url(url: str, create_schema: bool = False) -> Callable[...
         db_api.configure(pconf)
         _app = deploy.loadapp(pconf)
         _configured_url = url
-        LOG.info("embedded placement on %s", _safe_url(url))
+        LOG.info("embedded placement on %s", safe_url(url))
         return _app
 
 
@@ -115,13 +115,13 @@ def check_embedded_database(state_path: str | Path) -> None:
     with _lock:
         if _configured_url is not None and _configured_url != url:
             raise ConfigError(
-                f"embedded placement already uses {_safe_url(_configured_url)}; one process "
-                f"serves one database (asked for {_safe_url(url)}): restart the service to "
+                f"embedded placement already uses {safe_url(_configured_url)}; one process "
+                f"serves one database (asked for {safe_url(url)}): restart the service to "
                 "change state_path"
             )
 
 
-def _safe_url(url: str) -> str:
+def safe_url(url: str) -> str:
     """``url`` without its password, for logs and messages."""
     import sqlalchemy.engine
 
@@ -158,12 +158,12 @@ def _check_schema(url: str) -> None:
             engine.dispose()
     except Exception as exc:  # any driver error means "cannot open"
         raise ConfigError(
-            f"placement database {_safe_url(url)} cannot be opened: "
+            f"placement database {safe_url(url)} cannot be opened: "
             f"{' '.join(str(exc).split())[:300]}"
         ) from None
     if not {"resource_providers", "inventories", "allocations"} <= tables:
         raise ConfigError(
-            f"placement database {_safe_url(url)} holds no Placement schema; give the URL of "
+            f"placement database {safe_url(url)} holds no Placement schema; give the URL of "
             "Placement's database ([placement_database] connection in placement.conf)"
         )
 
@@ -226,5 +226,13 @@ def make_server(state_path: str | Path, host: str, port: int) -> simple_server.W
         OSError: the address is in use.
         ConfigError: as :func:`placement_app`.
     """
-    app = placement_app(state_path)
+    return make_wsgi_server(placement_app(state_path), host, port)
+
+
+def make_wsgi_server(app: Callable[..., Any], host: str, port: int) -> simple_server.WSGIServer:
+    """Python's one-request-at-a-time WSGI server for ``app`` on ``host:port`` (not serving yet).
+
+    Raises:
+        OSError: the address is in use.
+    """
     return simple_server.make_server(host, port, app, handler_class=_QuietHandler)
