@@ -60,6 +60,9 @@ test: install
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends groff-base; } >/dev/null
 	command -v zsh >/dev/null || { apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zsh; } >/dev/null
+	# Placement on MariaDB, as production runs it (tests/helpers/mariadb.py starts a private mariadbd).
+	test -x /usr/sbin/mariadbd || { apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mariadb-server; } >/dev/null
 	# A real libvirtd (test driver only) is stopped and started under the agent (tests/helpers/libvirtd.py).
 	test -x /usr/sbin/libvirtd || { apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libvirt-daemon; } >/dev/null

@@ -1,4 +1,5 @@
-"""Real Placement for functional tests: in-process (wsgi-intercept) and served on loopback.
+"""Real Placement for functional tests: in-process (wsgi-intercept), served on loopback,
+and served on a MariaDB server (as production Placement runs).
 
 Both run the real openstack-placement application on SQLite. The in-process
 one is shared by the session (Placement's database engine is global to a
@@ -12,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from agent.placement.embedded import EmbeddedPlacement
+from tests.helpers.mariadb import MariaDB
 from tests.helpers.served import ServedPlacement
 
 
@@ -24,6 +26,24 @@ def embedded(tmp_path_factory) -> EmbeddedPlacement:
 @pytest.fixture
 def served(tmp_path) -> ServedPlacement:
     placement = ServedPlacement(tmp_path / "served")
+    placement.start()
+    yield placement
+    placement.stop()
+
+
+@pytest.fixture(scope="session")
+def mariadb(tmp_path_factory) -> MariaDB:
+    """A private MariaDB server for the session (tests/helpers/mariadb.py)."""
+    server = MariaDB(tmp_path_factory.mktemp("mariadb"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def served_mariadb(tmp_path, mariadb) -> ServedPlacement:
+    """``placement-serve`` on a fresh MariaDB database of the test's own, two workers."""
+    placement = ServedPlacement(tmp_path / "served-mariadb", database=mariadb.database(), workers=2)
     placement.start()
     yield placement
     placement.stop()

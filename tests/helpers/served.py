@@ -14,6 +14,8 @@ from pathlib import Path
 
 import requests
 
+from agent.placement.client import PlacementClient
+from agent.placement.embedded import NOAUTH_HEADERS
 from tests.helpers.net import free_port
 from tests.helpers.paths import REPO
 
@@ -21,13 +23,20 @@ from tests.helpers.paths import REPO
 class ServedPlacement:
     """``compute-agent placement-serve`` in a subprocess, restartable on the same port.
 
-    Attributes:
+    Args:
         state: its state directory (``placement.sqlite`` lives there).
+        database: a database URL holding Placement's schema instead (MariaDB).
+        workers: gunicorn worker processes (a database server only).
+
+    Attributes:
+        state: its state directory.
         url: ``http://127.0.0.1:PORT``.
         conf: the configuration file it is started with.
     """
 
-    def __init__(self, state: Path) -> None:
+    def __init__(self, state: Path, database: str | None = None, workers: int = 1) -> None:
+        self.database = database
+        self.workers = workers
         self.state = state
         state.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
@@ -52,6 +61,8 @@ class ServedPlacement:
                 str(self.conf),
                 "--port",
                 str(self.port),
+                *(["--placement-db", self.database] if self.database else []),
+                *(["--workers", str(self.workers)] if self.workers > 1 else []),
             ],
             cwd=REPO,
             stdout=subprocess.DEVNULL,
@@ -74,3 +85,7 @@ class ServedPlacement:
             self.proc.terminate()
             self.proc.wait(timeout=20)
             self.proc = None
+
+    def client(self, retries: int = 0, retry_max_wait: float = 0.0) -> PlacementClient:
+        """A client of this Placement (noauth2 admin, as the agent's tests use)."""
+        return PlacementClient.for_endpoint(self.url, retries, retry_max_wait, NOAUTH_HEADERS)
