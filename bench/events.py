@@ -124,7 +124,7 @@ class Counted:
             return
         with self._lock:
             self.requests += 1
-            if event.template == "/allocations/{consumer}" and event.method != "GET":
+            if event.template.startswith("/allocations") and event.method != "GET":
                 self.writes += 1
 
     def snapshot(self) -> tuple[int, int]:

@@ -1,15 +1,19 @@
-"""Consumers' allocations: read, and the one read-edit-write path that honours generations.
+"""Consumers' allocations: read, and the writes that honour consumer generations.
 
 Every write of a consumer's allocations carries the consumer generation read
 just before it (Placement 1.28); after a generation conflict the consumer is
 read again and the edit decided again, so a concurrent change (nova's
-scheduler, another agent) is never overwritten with stale data.
+scheduler, another agent) is never overwritten with stale data. Consumers
+believed new are written many at a time (``POST /allocations``) with a null
+generation, which Placement refuses for any consumer it knows
+(:meth:`Consumers.write_new`).
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -17,7 +21,9 @@ from agent.model.allocations import MIGRATION, ConsumerAllocations, ProviderAllo
 from agent.placement import endpoints
 from agent.placement.client import PlacementClient
 from agent.placement.conflicts import retry_on_conflict
-from agent.placement.errors import NotFound
+from agent.placement.errors import Conflict, GenerationConflict, NotFound
+
+LOG = logging.getLogger(__name__)
 
 Edit = Callable[[ConsumerAllocations], ConsumerAllocations | None]
 """What Placement holds for a consumer -> what to write, or None for "nothing to do"."""
@@ -58,6 +64,11 @@ def allocations_on(client: PlacementClient, providers: Iterable[str]) -> dict[st
         if record.get("allocations"):
             out[consumer] = record
     return out
+
+
+BULK_BATCH = 100
+"""Consumers per ``POST /allocations``: one transaction each, a body of some 30 KiB. A
+batch refused is written again consumer by consumer, so a smaller batch loses less."""
 
 
 class Consumers:
@@ -151,3 +162,38 @@ class Consumers:
             True when allocations were removed, False when there were none.
         """
         return self.edit(consumer, lambda held: held.with_allocations({}) if held else None)
+
+    def write_new(self, wanted: Mapping[str, ConsumerAllocations]) -> tuple[list[str], list[str]]:
+        """Write consumers Placement is believed not to know, :data:`BULK_BATCH` per request.
+
+        Each consumer's ``consumer_generation`` is null: Placement refuses
+        the whole batch (409, nothing written) when any of them exists
+        already, so nothing it holds elsewhere (a migration's source host, a
+        network agent's bandwidth) is ever replaced, and also when one does
+        not fit. The consumers of a refused batch are returned for the
+        caller's one-by-one read-edit-write (:meth:`edit`), which merges.
+
+        Args:
+            wanted: ``{consumer: its allocations}`` (owner and type set).
+
+        Returns:
+            ``(written, refused)`` consumer UUIDs.
+
+        Raises:
+            PlacementUnavailable: Placement cannot be reached.
+            PlacementError: another refusal than a 409.
+        """
+        written: list[str] = []
+        refused: list[str] = []
+        items = sorted(wanted.items())
+        for start in range(0, len(items), BULK_BATCH):
+            batch = dict(items[start : start + BULK_BATCH])
+            body = {c: replace(a, generation=None).to_placement() for c, a in batch.items()}
+            try:
+                endpoints.post_allocations(self.client, body)
+            except (GenerationConflict, Conflict) as exc:
+                LOG.info("%d consumers not written together (%s); one by one", len(batch), exc)
+                refused.extend(batch)
+                continue
+            written.extend(batch)
+        return written, refused

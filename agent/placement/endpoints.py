@@ -26,6 +26,7 @@ AGGREGATES = "/resource_providers/{uuid}/aggregates"
 USAGES = "/resource_providers/{uuid}/usages"
 PROVIDER_ALLOCATIONS = "/resource_providers/{uuid}/allocations"
 CONSUMER_ALLOCATIONS = "/allocations/{consumer}"
+ALLOCATIONS = "/allocations"
 RESHAPER = "/reshaper"
 RESOURCE_CLASS = "/resource_classes/{name}"
 TRAIT = "/traits/{name}"
@@ -199,6 +200,21 @@ def put_consumer_allocations(client: PlacementClient, consumer: str, body: dict[
         Conflict: the allocations do not fit ("Unable to allocate inventory").
     """
     client.put(CONSUMER_ALLOCATIONS, consumer=consumer, json=body)
+
+
+def post_allocations(client: PlacementClient, body: dict[str, Any]) -> None:
+    """``POST /allocations``: several consumers' allocations in one transaction (1.13; 1.28
+    consumer generations, 1.38 consumer types).
+
+    Args:
+        body: ``{consumer: PUT /allocations/{consumer} body}``; a
+            ``consumer_generation`` of null asserts the consumer is new.
+
+    Raises:
+        GenerationConflict: a consumer is not new, or changed meanwhile (nothing is written).
+        Conflict: an allocation does not fit (nothing is written).
+    """
+    client.post(ALLOCATIONS, json=body)
 
 
 def post_reshaper(client: PlacementClient, body: dict[str, Any]) -> None:

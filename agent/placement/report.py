@@ -30,7 +30,7 @@ whose host did not change costs the root document plus that one read.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agent.model.allocations import ConsumerAllocations, ProviderAllocations
@@ -204,17 +204,11 @@ class ReportClient:
         return consumers.get_allocations(self.client, consumer)
 
     def put_allocations(self, consumer: str, allocations: ConsumerAllocations) -> None:
-        """Replace a consumer's allocations, honouring its consumer generation.
+        """Replace a consumer's allocations (all of them), honouring its consumer generation.
 
-        The whole consumer is replaced: its parts on other hosts and other
-        services' providers too. The agent's own writes go through
-        :meth:`edit_allocations` with :func:`agent.model.allocations.merge_ours`
-        instead; this is for tools and tests that own the whole consumer.
-
-        Args:
-            consumer: the consumer UUID.
-            allocations: the consumer's owner, type and allocations (its
-                ``generation`` is ignored: the one read just before is sent).
+        For tools and tests that own the whole consumer; the agent's own
+        writes merge (:meth:`edit_allocations`, :func:`~agent.model.allocations.merge_ours`).
+        ``allocations.generation`` is ignored: the one read just before is sent.
 
         Raises:
             GenerationConflict: still conflicting after the retries.
@@ -225,13 +219,9 @@ class ReportClient:
     def edit_allocations(self, consumer: str, edit: Edit) -> bool:
         """Read ``consumer``'s allocations, let ``edit`` decide the new ones, write them.
 
-        The one read-edit-write path for consumers (:meth:`Consumers.edit`):
-        after a generation conflict the consumer is read and edited again.
-
-        Args:
-            consumer: the consumer UUID.
-            edit: what Placement holds now -> what to write (owner and type
-                included), or None for "nothing to do". Called once per attempt.
+        The one read-edit-write path (:meth:`Consumers.edit`): after a generation
+        conflict the consumer is read and ``edit`` (held -> wanted, or None for
+        nothing to do) called again.
 
         Returns:
             True when allocations were written, False when ``edit`` returned
@@ -244,6 +234,13 @@ class ReportClient:
                 consumer Placement does not know.
         """
         return self.consumers.edit(consumer, edit)
+
+    def write_new_allocations(
+        self, wanted: Mapping[str, ConsumerAllocations]
+    ) -> tuple[list[str], list[str]]:
+        """Consumers believed new, many per ``POST /allocations``: ``(written, refused)``
+        (:meth:`Consumers.write_new`; the refused are left to :meth:`edit_allocations`)."""
+        return self.consumers.write_new(wanted)
 
     def delete_allocations(self, consumer: str) -> bool:
         """Remove every allocation of ``consumer``; a consumer Placement does not know is fine.

@@ -123,8 +123,16 @@ class AllocationAudit:
         record = view.record
         touched: set[str] = set()
         held = view.held
+        # Held nowhere we know of: believed new, written many at a time.
+        new = {
+            c: w
+            for c, w in expected.items()
+            if w.allocations and not held.get(c) and c not in record.shared
+        }
+        touched |= self._write_new(view, new, keep, result)
         for consumer, want in expected.items():
-            touched |= self._heal(view, consumer, want, held.get(consumer, {}), keep, result)
+            if consumer not in new:
+                touched |= self._heal(view, consumer, want, held.get(consumer, {}), keep, result)
         failed: set[str] = set()
         for consumer in sorted(set(held) | (record.instances - instances)):
             if consumer not in instances:
@@ -139,6 +147,38 @@ class AllocationAudit:
         if record.to_json() != view.stored:  # a steady host writes nothing
             self.save(view.nodename, record)
         return result
+
+    def _write_new(
+        self,
+        view: AuditView,
+        new: Mapping[str, ConsumerAllocations],
+        keep: set[str] | frozenset[str],
+        result: AuditResult,
+    ) -> set[str]:
+        """Write consumers that hold nothing here in batches; the providers touched.
+
+        A batch Placement refuses (one of them exists after all, e.g. a
+        migration's consumer on its source host; or one does not fit) is
+        written consumer by consumer by :meth:`_heal`, which merges.
+        """
+        if not new:
+            return set()
+        kept = set(keep)
+        wanted = {c: w.with_allocations(w.on(w.providers - kept)) for c, w in new.items()}
+        written, refused = self.report.write_new_allocations(wanted)
+        touched: set[str] = set()
+        for consumer in written:
+            want = wanted[consumer]
+            shared = want.on(want.providers - view.owned)
+            if shared:
+                view.record.shared[consumer] = shared
+            result.written.append(consumer)
+            touched |= want.providers
+        if written:
+            LOG.info("%d instance(s): allocations written together", len(written))
+        for consumer in refused:
+            touched |= self._heal(view, consumer, new[consumer], {}, keep, result)
+        return touched
 
     def _heal(
         self,

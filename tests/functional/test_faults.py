@@ -103,8 +103,9 @@ COLD_SYNC_KILLS = [
     ("traits", matching("PUT", "/resource_providers/{uuid}/traits"), 1, "after"),
     ("traits", matching("PUT", "/resource_providers/{uuid}/traits"), 4, "before"),
     ("inventories", matching("PUT", "/resource_providers/{uuid}/inventories"), 3, "after"),
-    ("allocations", matching("PUT", "/allocations/{consumer}"), 1, "after"),
-    ("allocations", matching("PUT", "/allocations/{consumer}"), 3, "before"),
+    # A cold sync writes the instances together (POST /allocations, one transaction).
+    ("allocations", matching("POST", "/allocations"), 1, "after"),
+    ("allocations", matching("POST", "/allocations"), 1, "before"),
 ]
 
 

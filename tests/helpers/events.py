@@ -64,9 +64,13 @@ class Requests:
             )
 
     def allocation_writes(self) -> int:
-        """``PUT /allocations/{consumer}`` and ``DELETE /allocations/{consumer}`` sent."""
-        return self.count("PUT", "/allocations/{consumer}") + self.count(
-            "DELETE", "/allocations/{consumer}"
+        """Allocation writes sent: ``PUT`` and ``DELETE /allocations/{consumer}``, and
+        ``POST /allocations`` (several consumers in one)."""
+        one = self.count("PUT", "/allocations/{consumer}")
+        return (
+            one
+            + self.count("DELETE", "/allocations/{consumer}")
+            + self.count("POST", "/allocations")
         )
 
 
