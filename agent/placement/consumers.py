@@ -22,6 +22,7 @@ from agent.placement import endpoints
 from agent.placement.client import PlacementClient
 from agent.placement.conflicts import retry_on_conflict
 from agent.placement.errors import Conflict, GenerationConflict, NotFound
+from agent.placement.pool import Pool
 
 LOG = logging.getLogger(__name__)
 
@@ -42,28 +43,28 @@ def get_allocations(client: PlacementClient, consumer: str) -> ConsumerAllocatio
     return ConsumerAllocations.from_placement(endpoints.get_consumer_allocations(client, consumer))
 
 
-def allocations_on(client: PlacementClient, providers: Iterable[str]) -> dict[str, dict[str, Any]]:
+def allocations_on(
+    client: PlacementClient, providers: Iterable[str], pool: Pool | None = None
+) -> dict[str, dict[str, Any]]:
     """Every allocation of every consumer that uses one of ``providers``.
 
     The algorithm of reshape-provider-tree.txt: ``GET
     /resource_providers/{uuid}/allocations`` for each provider, then ``GET
     /allocations/{consumer}`` for each consumer found (so its allocations on
-    sharing providers come along). A consumer emptied between the two reads
-    is left out.
+    sharing providers come along, and its generation, owner and type: what
+    the reshaper needs). A consumer emptied between the two reads is left
+    out. Each stage's reads run ``pool.size`` at a time.
 
     Returns:
         ``{consumer_uuid: GET /allocations/{consumer_uuid} body}``.
     """
+    pool = pool or Pool()
     consumers: dict[str, None] = {}
-    for uuid in providers:
-        consumers.update(dict.fromkeys(provider_allocations(client, uuid).consumers))
-    out = {}
-    for consumer in consumers:
-        record = endpoints.get_consumer_allocations(client, consumer)
-        # Emptied between the two reads: nothing to move, and no owner to name.
-        if record.get("allocations"):
-            out[consumer] = record
-    return out
+    for read in pool.map(lambda uuid: provider_allocations(client, uuid), list(providers)):
+        consumers.update(dict.fromkeys(read.consumers))
+    records = pool.map(lambda c: endpoints.get_consumer_allocations(client, c), list(consumers))
+    # Emptied between the two reads: nothing to move, and no owner to name.
+    return {c: r for c, r in zip(consumers, records, strict=True) if r.get("allocations")}
 
 
 BULK_BATCH = 100

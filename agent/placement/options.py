@@ -41,6 +41,17 @@ AGENT_OPTS: list[cfg.Opt] = [
         min=0.0,
         help="Longest wait in seconds between two retries of one request.",
     ),
+    cfg.IntOpt(
+        "max_concurrent_requests",
+        default=4,
+        min=1,
+        max=64,
+        help="Placement requests the agent has in flight at once when it writes or reads "
+        "many independent things (providers of one depth in a cold sync, the "
+        "allocations of many consumers). 4 suits a Placement behind a few API workers: "
+        "more only queue there. 1 sends one request at a time. The embedded Placement "
+        "always gets one at a time (SQLite, one writer).",
+    ),
     cfg.ListOpt(
         "noauth_roles",
         default=[],

@@ -40,6 +40,7 @@ from agent.placement import consumers, endpoints
 from agent.placement.client import PlacementClient
 from agent.placement.consumers import Consumers, Edit
 from agent.placement.mirror import Mirror
+from agent.placement.pool import Pool
 from agent.placement.reshaper import reshape
 from agent.placement.writer import Flush, SyncResult, Writer
 from agent.state.store import StateStore
@@ -53,6 +54,7 @@ class ReportClient:
         state: the state directory (compute node UUIDs, last state seen).
         conflict_retries: retries of a write after a generation conflict.
         sleep: how to wait between conflict retries (tests pass a no-op).
+        max_concurrent_requests: independent requests in flight at once (:mod:`.pool`).
     """
 
     def __init__(
@@ -61,11 +63,13 @@ class ReportClient:
         state: StateStore,
         conflict_retries: int = 3,
         sleep: Callable[[float], None] = time.sleep,
+        max_concurrent_requests: int = 1,
     ) -> None:
         self.client = client
         self.state = state
         self.mirror = Mirror(client, state)
-        self.writer = Writer(self.mirror, conflict_retries, sleep)
+        self.pool = Pool(max_concurrent_requests)
+        self.writer = Writer(self.mirror, conflict_retries, sleep, self.pool)
         self.consumers = Consumers(client, conflict_retries, sleep)
 
     # -- reading ------------------------------------------------------------
@@ -193,7 +197,7 @@ class ReportClient:
         if nodename not in self.mirror.trees:
             self.mirror.read(nodename)
         return consumers.allocations_on(
-            self.client, self.mirror.tree(nodename).get_provider_uuids()
+            self.client, self.mirror.tree(nodename).get_provider_uuids(), self.pool
         )
 
     def get_allocations(self, consumer: str) -> ConsumerAllocations:

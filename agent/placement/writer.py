@@ -13,9 +13,11 @@ aggregates by a three-way merge so another writer's change survives.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from agent.model.names import is_custom
 from agent.model.provider_tree import ProviderTree
@@ -26,6 +28,7 @@ from agent.placement.client import PlacementClient
 from agent.placement.conflicts import retry_on_conflict
 from agent.placement.errors import GenerationConflict, InventoryInUse, NotFound, PlacementError
 from agent.placement.mirror import Mirror, RootConflict, provider_record, read_provider_details
+from agent.placement.pool import Pool
 
 LOG = logging.getLogger(__name__)
 
@@ -51,6 +54,15 @@ class SyncResult:
     aggregates: int = 0
     reshaped: bool = False
     errors: list[str] = field(default_factory=list)
+
+    def add(self, other: SyncResult) -> None:
+        """Count ``other``'s writes and errors in this result too."""
+        self.created += other.created
+        self.removed += other.removed
+        self.inventories += other.inventories
+        self.traits += other.traits
+        self.aggregates += other.aggregates
+        self.errors.extend(other.errors)
 
 
 @dataclass(slots=True)
@@ -110,11 +122,16 @@ class Writer:
     """
 
     def __init__(
-        self, mirror: Mirror, conflict_retries: int = 3, sleep: Callable[[float], None] = time.sleep
+        self,
+        mirror: Mirror,
+        conflict_retries: int = 3,
+        sleep: Callable[[float], None] = time.sleep,
+        pool: Pool | None = None,
     ) -> None:
         self.mirror = mirror
         self.conflict_retries = conflict_retries
         self.sleep = sleep
+        self.pool = pool or Pool()
 
     def plan_root(self, new_tree: ProviderTree, root_uuid: str, reshape: bool) -> Flush | None:
         """What to write for one root's subtree of ``new_tree``; None when nothing differs.
@@ -168,24 +185,35 @@ class Writer:
             PlacementError, PlacementUnavailable: a write other than the
                 per-provider ones :class:`SyncResult` lists in ``errors``.
         """
-        mirror, diff = flush.mirror, flush.diff
-        if not reshaped:
-            for uuid in diff.created:
-                create_provider(self.mirror.client, mirror, new_tree, uuid, result)
+        diff, client = flush.diff, self.mirror.client
+        # Writes of different providers run together (the pool); the mirror is
+        # shared by them, so each of its calls holds a lock.
+        mirror = (
+            cast(ProviderTree, LockedTree(flush.mirror)) if self.pool.size > 1 else flush.mirror
+        )
+
+        def each(uuids: list[str], write: Callable[[str, SyncResult], None]) -> None:
+            for part in self.pool.map(lambda u: _into(SyncResult(), write, u), uuids):
+                result.add(part)
+
+        if not reshaped:  # a child after its parent: one depth at a time
+            for level in by_depth(new_tree, diff.created):
+                each(level, lambda u, r: create_provider(client, mirror, new_tree, u, r))
         for uuid in dict.fromkeys(diff.reparented + diff.renamed):
             p = new_tree.data(uuid)
-            updated = endpoints.update_provider(self.mirror.client, uuid, p.name, p.parent_uuid)
+            updated = endpoints.update_provider(client, uuid, p.name, p.parent_uuid)
             _move_in_mirror(mirror, uuid, p.name, p.parent_uuid, updated["generation"])
         if not reshaped:
-            for uuid in diff.inventory:
-                self._write_inventory(mirror, new_tree, uuid, result)
+            each(diff.inventory, lambda u, r: self._write_inventory(mirror, new_tree, u, r))
+        base_tree = flush.base
         for kind in ("traits", "aggregates"):
-            for uuid in getattr(diff, kind):
-                base_tree = flush.base
-                base = (
-                    getattr(base_tree.data(uuid), kind) if base_tree.exists(uuid) else frozenset()
-                )
-                self._write_set(mirror, new_tree, uuid, kind, base, result)
+
+            def write_set(uuid: str, r: SyncResult, kind: str = kind) -> None:
+                held = base_tree.data(uuid) if base_tree.exists(uuid) else None
+                base = getattr(held, kind) if held is not None else frozenset()
+                self._write_set(mirror, new_tree, uuid, kind, base, r)
+
+            each(getattr(diff, kind), write_set)
         for uuid in diff.removed:
             self._delete_provider(mirror, uuid, result)
 
@@ -289,3 +317,43 @@ def _move_in_mirror(
     mirror.remove(uuid)
     records[0].update(name=name, parent_provider_uuid=parent, generation=generation)
     mirror.populate_from_iterable(records)
+
+
+def _into(result: SyncResult, write: Callable[[str, SyncResult], None], uuid: str) -> SyncResult:
+    write(uuid, result)
+    return result
+
+
+def by_depth(tree: ProviderTree, uuids: list[str]) -> list[list[str]]:
+    """``uuids`` grouped by their depth in ``tree`` (roots first), each group in given order."""
+    levels: dict[int, list[str]] = {}
+    for uuid in uuids:
+        depth, parent = 0, tree.data(uuid).parent_uuid
+        while parent is not None:
+            depth, parent = depth + 1, tree.data(parent).parent_uuid
+        levels.setdefault(depth, []).append(uuid)
+    return [levels[d] for d in sorted(levels)]
+
+
+class LockedTree:
+    """A :class:`ProviderTree` every method call of which holds one lock.
+
+    The mirror of a root, while writes of several of its providers run
+    together: each write reads and updates its own provider, but the tree's
+    indexes are shared.
+    """
+
+    def __init__(self, tree: ProviderTree) -> None:
+        self._tree = tree
+        self._lock = threading.RLock()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._tree, name)
+        if not callable(attr):
+            return attr
+
+        def locked(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return attr(*args, **kwargs)
+
+        return locked

@@ -120,7 +120,10 @@ def start(
             client = prepared.remote
         client.observers.append(on_request)
         state = StateStore(conf.state_path)
-        tracker = ResourceTracker(conf, prepared.driver, ReportClient(client, state), state)
+        # The embedded Placement is SQLite in this process: one request at a time.
+        in_flight = 1 if prepared.remote is None else conf.placement.max_concurrent_requests
+        report = ReportClient(client, state, max_concurrent_requests=in_flight)
+        tracker = ResourceTracker(conf, prepared.driver, report, state)
         components = Components(conf, tracker, stack.pop_all())
     driver = prepared.driver
     driver.subscribe(on_event)

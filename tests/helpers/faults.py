@@ -96,3 +96,25 @@ def fail_at(client: PlacementClient, match: Match, status: int = 500, times: int
         return real(method, template, path, *args, **kw)
 
     client._send = send  # type: ignore[method-assign]
+
+
+def before_send(
+    client: PlacementClient, match: Callable[[str, str, str], bool], action: Callable[[], None]
+) -> list[str]:
+    """Run ``action`` (another writer's real write) just before the first request ``match``
+    selects by ``(method, template, path)`` is sent; that request then goes as it was.
+
+    Returns:
+        A list that gets the matched path once ``action`` has run.
+    """
+    real = client._send
+    fired: list[str] = []
+
+    def send(method: str, template: str, path: str, *args: Any, **kw: Any) -> Any:
+        if not fired and match(method, template, path):
+            fired.append(path)
+            action()
+        return real(method, template, path, *args, **kw)
+
+    client._send = send  # type: ignore[method-assign]
+    return fired

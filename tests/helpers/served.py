@@ -75,7 +75,7 @@ class ServedPlacement:
             try:
                 requests.get(self.url + "/", timeout=1)
                 return
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):
                 time.sleep(0.1)
         raise RuntimeError("placement-serve did not answer within 60 s")
 

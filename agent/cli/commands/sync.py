@@ -12,6 +12,7 @@ from agent.cli.output import Output, escape
 from agent.conf.logs import cycle_context
 from agent.model.exceptions import ReshapeFailed
 from agent.placement.connect import placement_client
+from agent.placement.options import is_embedded
 from agent.placement.report import ReportClient
 from agent.service.exit_codes import EXIT_OK, EXIT_RESHAPE_FAILED
 from agent.service.progress import Progress
@@ -49,7 +50,10 @@ def run(args: argparse.Namespace) -> int:
     out = Output()
     nodes: list[dict[str, Any]] = []
     with placement_client(conf) as client, cycle_context():
-        report = ReportClient(client, StateStore(conf.state_path))
+        in_flight = 1 if is_embedded(conf) else conf.placement.max_concurrent_requests
+        report = ReportClient(
+            client, StateStore(conf.state_path), max_concurrent_requests=in_flight
+        )
         for nodename in driver.get_nodenames():
             # A cold sync of a large tree takes a while: a bar, or a log line now and then.
             with Progress(f"sync of node {nodename}", count=client.total_requests):
