@@ -164,7 +164,9 @@ class Consumers:
         """
         return self.edit(consumer, lambda held: held.with_allocations({}) if held else None)
 
-    def write_new(self, wanted: Mapping[str, ConsumerAllocations]) -> tuple[list[str], list[str]]:
+    def write_new(
+        self, wanted: Mapping[str, ConsumerAllocations]
+    ) -> tuple[list[list[str]], list[str]]:
         """Write consumers Placement is believed not to know, :data:`BULK_BATCH` per request.
 
         Each consumer's ``consumer_generation`` is null: Placement refuses
@@ -178,13 +180,14 @@ class Consumers:
             wanted: ``{consumer: its allocations}`` (owner and type set).
 
         Returns:
-            ``(written, refused)`` consumer UUIDs.
+            ``(written, refused)``: the consumers of each batch written (one
+            request each), and those of the batches refused.
 
         Raises:
             PlacementUnavailable: Placement cannot be reached.
             PlacementError: another refusal than a 409.
         """
-        written: list[str] = []
+        written: list[list[str]] = []
         refused: list[str] = []
         items = sorted(wanted.items())
         for start in range(0, len(items), BULK_BATCH):
@@ -196,5 +199,5 @@ class Consumers:
                 LOG.info("%d consumers not written together (%s); one by one", len(batch), exc)
                 refused.extend(batch)
                 continue
-            written.extend(batch)
+            written.append(list(batch))
         return written, refused

@@ -11,6 +11,7 @@ host did not change costs the same.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from agent.model.exceptions import AgentError
@@ -121,6 +122,40 @@ class Mirror:
         """
         tree = self.trees.get(nodename)
         return None if tree is None else tree.copy()
+
+    def confirm(self, nodename: str, moves: Mapping[str, int]) -> dict[str, tuple[int, int]]:
+        """List ``nodename``'s tree once; take the generations only the agent's writes moved.
+
+        Args:
+            moves: provider -> allocation write requests of the agent that
+                named it since the mirror's generation was taken (each moved
+                it by one: placement's ``_set_allocations``).
+
+        Returns:
+            ``{provider: (old generation, new generation)}`` for the providers
+            whose listed generation is exactly the mirror's plus their moves:
+            nobody else wrote them, so their inventories, traits and
+            aggregates are as the mirror holds them. Others stay as they are
+            (the next read of the tree reads them again).
+
+        Raises:
+            KeyError: the tree was not read yet.
+            PlacementError, PlacementUnavailable: the listing failed.
+        """
+        tree = self.trees[nodename]
+        listing = endpoints.list_tree(self.client, tree.data(nodename).uuid)
+        proven: dict[str, tuple[int, int]] = {}
+        for record in listing:
+            uuid, new = record["uuid"], record["generation"]
+            if uuid not in moves or not tree.exists(uuid):
+                continue
+            old = tree.data(uuid).generation
+            if old is not None and new == old + moves[uuid]:
+                tree.update_generation(uuid, new)
+                proven[uuid] = (old, new)
+        if proven:
+            self.save(nodename)
+        return proven
 
     def generations(self, nodename: str) -> dict[str, int]:
         """``{provider UUID: generation}`` of ``nodename``'s tree as last read or written.

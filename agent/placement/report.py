@@ -241,8 +241,8 @@ class ReportClient:
 
     def write_new_allocations(
         self, wanted: Mapping[str, ConsumerAllocations]
-    ) -> tuple[list[str], list[str]]:
-        """Consumers believed new, many per ``POST /allocations``: ``(written, refused)``
+    ) -> tuple[list[list[str]], list[str]]:
+        """Consumers believed new, many per ``POST /allocations``: ``(batches written, refused)``
         (:meth:`Consumers.write_new`; the refused are left to :meth:`edit_allocations`)."""
         return self.consumers.write_new(wanted)
 

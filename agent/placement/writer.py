@@ -13,11 +13,9 @@ aggregates by a three-way merge so another writer's change survives.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
 
 from agent.model.names import is_custom
 from agent.model.provider_tree import ProviderTree
@@ -45,6 +43,7 @@ class SyncResult:
         aggregates: providers whose aggregates were written.
         reshaped: True when a ``POST /reshaper`` was sent.
         errors: one line per write that failed and was skipped.
+        new: UUIDs of the providers created (no allocation can be on them yet).
     """
 
     created: int = 0
@@ -54,9 +53,11 @@ class SyncResult:
     aggregates: int = 0
     reshaped: bool = False
     errors: list[str] = field(default_factory=list)
+    new: list[str] = field(default_factory=list)
 
     def add(self, other: SyncResult) -> None:
         """Count ``other``'s writes and errors in this result too."""
+        self.new.extend(other.new)
         self.created += other.created
         self.removed += other.removed
         self.inventories += other.inventories
@@ -110,6 +111,7 @@ def create_provider(
     created = endpoints.create_provider(client, p.name, p.uuid, p.parent_uuid)
     mirror.populate_from_iterable([{**created, "parent_provider_uuid": p.parent_uuid}])
     result.created += 1
+    result.new.append(uuid)
 
 
 class Writer:
@@ -186,11 +188,9 @@ class Writer:
                 per-provider ones :class:`SyncResult` lists in ``errors``.
         """
         diff, client = flush.diff, self.mirror.client
-        # Writes of different providers run together (the pool); the mirror is
-        # shared by them, so each of its calls holds a lock.
-        mirror = (
-            cast(ProviderTree, LockedTree(flush.mirror)) if self.pool.size > 1 else flush.mirror
-        )
+        # Writes of different providers run together (the pool); ProviderTree
+        # holds its own lock around every call, so they share the mirror safely.
+        mirror = flush.mirror
 
         def each(uuids: list[str], write: Callable[[str, SyncResult], None]) -> None:
             for part in self.pool.map(lambda u: _into(SyncResult(), write, u), uuids):
@@ -333,27 +333,3 @@ def by_depth(tree: ProviderTree, uuids: list[str]) -> list[list[str]]:
             depth, parent = depth + 1, tree.data(parent).parent_uuid
         levels.setdefault(depth, []).append(uuid)
     return [levels[d] for d in sorted(levels)]
-
-
-class LockedTree:
-    """A :class:`ProviderTree` every method call of which holds one lock.
-
-    The mirror of a root, while writes of several of its providers run
-    together: each write reads and updates its own provider, but the tree's
-    indexes are shared.
-    """
-
-    def __init__(self, tree: ProviderTree) -> None:
-        self._tree = tree
-        self._lock = threading.RLock()
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._tree, name)
-        if not callable(attr):
-            return attr
-
-        def locked(*args: Any, **kwargs: Any) -> Any:
-            with self._lock:
-                return attr(*args, **kwargs)
-
-        return locked

@@ -38,6 +38,7 @@ from agent.placement.errors import PlacementError
 from agent.placement.report import ReportClient
 from agent.state.store import StateStore
 from agent.tracker.audit_read import AuditRecord, AuditView
+from agent.tracker.own_writes import OwnWrites
 
 LOG = logging.getLogger(__name__)
 
@@ -83,6 +84,7 @@ class AllocationAudit:
         self.state = state
         self.remove_unknown_after = remove_unknown_after
         self.clock = clock
+        self.own = OwnWrites()
 
     def record(self, nodename: str) -> AuditRecord:
         """The stored record of ``nodename`` (empty when there is none)."""
@@ -121,6 +123,7 @@ class AllocationAudit:
         """
         result = AuditResult(reads=view.reads)
         record = view.record
+        self.own = OwnWrites()
         touched: set[str] = set()
         held = view.held
         # Held nowhere we know of: believed new, written many at a time.
@@ -129,7 +132,7 @@ class AllocationAudit:
             for c, w in expected.items()
             if w.allocations and not held.get(c) and c not in record.shared
         }
-        touched |= self._write_new(view, new, keep, result)
+        touched |= _write_new(self, view, new, keep, result)
         for consumer, want in expected.items():
             if consumer not in new:
                 touched |= self._heal(view, consumer, want, held.get(consumer, {}), keep, result)
@@ -141,44 +144,14 @@ class AllocationAudit:
         record.shared = {c: a for c, a in record.shared.items() if c in record.instances}
         record.unknown = {c: t for c, t in record.unknown.items() if c in held}
         record.migrations &= set(held)
-        # Our own writes moved these generations: read them again next time.
-        for rp in touched & set(record.held):
+        # Our own writes moved these generations: read them again next time,
+        # unless one listing proves nobody else wrote them (agent.tracker.own_writes).
+        proven = self.own.confirm(self.report, view.nodename, record)
+        for rp in (touched & set(record.held)) - proven:
             record.held[rp] = ProviderAllocations(None, record.held[rp].consumers)
         if record.to_json() != view.stored:  # a steady host writes nothing
             self.save(view.nodename, record)
         return result
-
-    def _write_new(
-        self,
-        view: AuditView,
-        new: Mapping[str, ConsumerAllocations],
-        keep: set[str] | frozenset[str],
-        result: AuditResult,
-    ) -> set[str]:
-        """Write consumers that hold nothing here in batches; the providers touched.
-
-        A batch Placement refuses (one of them exists after all, e.g. a
-        migration's consumer on its source host; or one does not fit) is
-        written consumer by consumer by :meth:`_heal`, which merges.
-        """
-        if not new:
-            return set()
-        kept = set(keep)
-        wanted = {c: w.with_allocations(w.on(w.providers - kept)) for c, w in new.items()}
-        written, refused = self.report.write_new_allocations(wanted)
-        touched: set[str] = set()
-        for consumer in written:
-            want = wanted[consumer]
-            shared = want.on(want.providers - view.owned)
-            if shared:
-                view.record.shared[consumer] = shared
-            result.written.append(consumer)
-            touched |= want.providers
-        if written:
-            LOG.info("%d instance(s): allocations written together", len(written))
-        for consumer in refused:
-            touched |= self._heal(view, consumer, new[consumer], {}, keep, result)
-        return touched
 
     def _heal(
         self,
@@ -240,6 +213,7 @@ class AllocationAudit:
         ours = view.owned | set(record.shared.get(consumer, {}))
         try:
             removed = self.report.remove_allocations_from(consumer, ours)
+            self.own.removed(consumer, ours)
         except PlacementError as exc:
             line = f"consumer {consumer}: allocations not removed: {exc}"
             LOG.error(line)
@@ -282,7 +256,14 @@ class AllocationAudit:
             PlacementError: Placement refused the write (e.g. it does not fit).
         """
         kept = set(keep)
-        self.report.edit_allocations(consumer, lambda held: merge_ours(held, want, ours, kept))
+        sent: list[ConsumerAllocations] = []
+
+        def edit(held: ConsumerAllocations) -> ConsumerAllocations:
+            sent[:] = [merge_ours(held, want, ours, kept)]  # the last try is the one written
+            return sent[0]
+
+        if self.report.edit_allocations(consumer, edit) and sent:
+            self.own.put(consumer, sent[0].allocations)
 
     # -- claims --------------------------------------------------------------------
 
@@ -311,3 +292,37 @@ class AllocationAudit:
         if shared:
             record.shared[consumer] = shared
         self.save(nodename, record)
+
+
+def _write_new(
+    audit: AllocationAudit,
+    view: AuditView,
+    new: Mapping[str, ConsumerAllocations],
+    keep: set[str] | frozenset[str],
+    result: AuditResult,
+) -> set[str]:
+    """Write consumers that hold nothing here in batches; the providers touched.
+
+    A batch Placement refuses (one of them exists after all, e.g. a
+    migration's consumer on its source host; or one does not fit) is
+    written consumer by consumer by :meth:`_heal`, which merges.
+    """
+    if not new:
+        return set()
+    kept = set(keep)
+    wanted = {c: w.with_allocations(w.on(w.providers - kept)) for c, w in new.items()}
+    batches, refused = audit.report.write_new_allocations(wanted)
+    touched: set[str] = set()
+    for batch in batches:
+        audit.own.posted({c: wanted[c].allocations for c in batch})
+        for consumer in batch:
+            want = wanted[consumer]
+            shared = want.on(want.providers - view.owned)
+            if shared:
+                view.record.shared[consumer] = shared
+            result.written.append(consumer)
+            touched |= want.providers
+        LOG.info("%d instance(s): allocations written together", len(batch))
+    for consumer in refused:
+        touched |= audit._heal(view, consumer, new[consumer], {}, keep, result)
+    return touched

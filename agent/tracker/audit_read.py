@@ -147,8 +147,13 @@ def refresh(
     owned: set[str],
     cpu_providers: set[str],
     sharing: str | None = None,
+    created: Iterable[str] = (),
 ) -> AuditView:
     """Read what the module docstring says must be read this cycle.
+
+    A provider created in this very cycle (``created``) holds no allocation
+    yet: it is recorded empty, not read (a first start costs no read per
+    provider beyond the tree's writes).
 
     Args:
         report: the Placement façade.
@@ -158,6 +163,7 @@ def refresh(
         cpu_providers: the owned providers that carry VCPU, PCPU or
             MEMORY_MB inventory (read every cycle).
         sharing: the shared-storage provider DISK_GB goes to, if any.
+        created: providers this cycle's writes created.
 
     Returns:
         An :class:`AuditView` for :meth:`AllocationAudit.reconcile` and for planning.
@@ -172,12 +178,16 @@ def refresh(
     for rp in set(record.held) - view.owned:
         del record.held[rp]
     moved = False
-    for rp in sorted(cpu_providers & view.owned):
+    new = set(created) & view.owned
+    for rp in new:
+        record.held[rp] = ProviderAllocations(generations.get(rp), {})
+    for rp in sorted((cpu_providers & view.owned) - new):
         fresh = _read(report, view, rp)
         old = record.held.get(rp)
         moved |= old is None or old != fresh
         record.held[rp] = fresh
-    for rp in sorted(view.owned - cpu_providers):
+    moved |= bool(new & cpu_providers)
+    for rp in sorted(view.owned - cpu_providers - new):
         old = record.held.get(rp)
         if moved or old is None or old.generation != generations.get(rp):
             record.held[rp] = _read(report, view, rp)

@@ -182,7 +182,10 @@ class ResourceTracker:
         owned = ownership.owned(tree, nodename, owner_trait)
         sharing = self.sharing.lookup(tree, nodename)
         cpu_providers = cpu_memory_providers(tree, owned)
-        view = audit_read.refresh(self.report, self.state, nodename, owned, cpu_providers, sharing)
+        new = node.sync.new
+        view = audit_read.refresh(
+            self.report, self.state, nodename, owned, cpu_providers, sharing, new
+        )
         listed = self.driver.list_instances(nodename)
         expected = self.driver.expected_allocations(
             tree, nodename, sharing, held=view.held, instances=listed
@@ -268,7 +271,7 @@ class ResourceTracker:
             known = self.driver.get_nodenames()
             devices = set(known) if None in batch.devices else batch.devices & set(known)
             for nodename in sorted(n for n in devices if n is not None):
-                self._targeted(nodename, outcome, lambda n: self._devices(n, outcome))
+                self._targeted(nodename, outcome, lambda n: self.targeted.devices(n, outcome))
             for nodename, uuids in sorted(batch.instances.items()):
                 if nodename in known:
                     self._targeted(
@@ -282,12 +285,6 @@ class ResourceTracker:
             client.deadline = None
             outcome.requests = client.total_requests() - before
         return outcome
-
-    def _devices(self, nodename: str, outcome: TargetedOutcome) -> None:
-        sync = self.targeted.devices(nodename)
-        outcome.providers += sync.created + sync.removed + sync.inventories
-        outcome.providers += sync.traits + sync.aggregates
-        outcome.errors.extend(sync.errors)
 
     def _targeted(
         self, nodename: str, outcome: TargetedOutcome, update: Callable[[str], None]

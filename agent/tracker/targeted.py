@@ -124,8 +124,8 @@ class TargetedUpdates:
         self.owner_trait = owner_trait
         self.retained = retained
 
-    def devices(self, nodename: str) -> SyncResult:
-        """Discover ``nodename`` again and write the providers that differ.
+    def devices(self, nodename: str, outcome: TargetedOutcome) -> SyncResult:
+        """Discover ``nodename`` again and write the providers that differ (counted in ``outcome``).
 
         Raises:
             ReshapeNeeded: the tree must change shape (fatal outside start-up,
@@ -137,7 +137,11 @@ class TargetedUpdates:
         self.driver.update_provider_tree(tree, nodename)
         keep = retain_gone_hardware(self.report, self.owner_trait, nodename, before, tree)
         self.retained[nodename] = keep
-        return self.report.update_from_provider_tree(tree)
+        sync = self.report.update_from_provider_tree(tree)
+        outcome.providers += sync.created + sync.removed + sync.inventories
+        outcome.providers += sync.traits + sync.aggregates
+        outcome.errors.extend(sync.errors)
+        return sync
 
     def instances(self, nodename: str, uuids: Collection[str], outcome: TargetedOutcome) -> None:
         """Bring the allocations of the instances ``uuids`` of ``nodename`` in step.

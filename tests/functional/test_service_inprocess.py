@@ -66,7 +66,7 @@ def service(tmp_path, embedded):
         # the in-process placement of the session, reached as the service would reach a
         # remote one (its interceptor is installed for the whole session)
         f"[placement]\nauth_type = admin_token\nendpoint = {embedded.url}\ntoken = admin\n"
-        "noauth_roles = admin,service\n"
+        "noauth_roles = admin,service\nmax_concurrent_requests = 1\n"
     )
     WatchedFakeDriver.monitors = []
     svc = Service(

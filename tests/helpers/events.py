@@ -35,7 +35,9 @@ def service_ini(
         *(f"{k} = {v}\n" for k, v in default.items()),
         "[metrics]\nlisten =\n",
         f"[placement]\nauth_type = admin_token\nendpoint = {placement_url}\ntoken = admin\n"
-        "noauth_roles = admin,service\n",
+        # The session's in-process Placement is SQLite behind wsgi-intercept, in
+        # this process: one request at a time, as the embedded mode sends.
+        "noauth_roles = admin,service\nmax_concurrent_requests = 1\n",
         *(f"{s.strip()}\n" for s in sections),
     ]
     path.write_text("".join(lines))

@@ -1,0 +1,86 @@
+"""The agent's own allocation writes, and the one listing that proves nobody else wrote.
+
+Placement moves a provider's generation by exactly one for each allocation
+write request whose *new* allocations name that provider (placement's
+``_set_allocations`` increments each provider it allocates on once per
+request; a consumer removed from a provider moves nothing). Without more,
+every provider the audit wrote on would look changed by someone at the next
+cycle, which would read its inventories, traits and aggregates again.
+
+So after its writes the audit lists the tree once
+(:meth:`agent.placement.mirror.Mirror.confirm`): a provider whose generation
+is exactly the one the agent last knew plus its own writes on it was written
+by nobody else, so its inventories, traits and aggregates are as the mirror
+holds them and its allocations are what the audit read plus what it wrote;
+both records take the new generation and nothing is read again next cycle.
+Any other generation (someone else wrote too) is left for the next cycle to
+read, as before. Only a write whose success Placement answered is counted,
+so a miscount can only make the agent read more, never less.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+
+from agent.model.allocations import ByProvider, ProviderAllocations
+from agent.placement.report import ReportClient
+from agent.tracker.audit_read import AuditRecord
+
+
+class OwnWrites:
+    """The allocation writes of one audit: how often each provider was named, and what.
+
+    Attributes:
+        moves: provider -> requests that named it (its generation moved that often).
+        wrote: consumer -> what it now holds (``{provider: {rc: amount}}``; empty
+            when its part here was removed).
+    """
+
+    def __init__(self) -> None:
+        self.moves: Counter[str] = Counter()
+        self.wrote: dict[str, ByProvider] = {}
+
+    def put(self, consumer: str, allocations: ByProvider) -> None:
+        """One ``PUT /allocations/{consumer}`` answered, with ``allocations`` as its body."""
+        self.moves.update(set(allocations))
+        self.wrote[consumer] = {rp: dict(a) for rp, a in allocations.items()}
+
+    def posted(self, bodies: Mapping[str, ByProvider]) -> None:
+        """One ``POST /allocations`` answered: ``{consumer: allocations}`` in one request."""
+        self.moves.update({rp for allocations in bodies.values() for rp in allocations})
+        for consumer, allocations in bodies.items():
+            self.wrote[consumer] = {rp: dict(a) for rp, a in allocations.items()}
+
+    def removed(self, consumer: str, providers: Iterable[str]) -> None:
+        """``consumer``'s part on ``providers`` was removed (no generation moves)."""
+        kept = self.wrote.get(consumer, {})
+        gone = set(providers)
+        self.wrote[consumer] = {rp: a for rp, a in kept.items() if rp not in gone}
+
+    def confirm(self, report: ReportClient, nodename: str, record: AuditRecord) -> set[str]:
+        """List the tree once; bring the mirror and ``record`` up to the proven generations.
+
+        Returns:
+            The providers proven written by the agent alone (empty when it
+            wrote nothing, and then no request is made).
+
+        Raises:
+            PlacementUnavailable, PlacementError: the listing failed (the
+                cycle's writes stand; the next cycle reads as before).
+        """
+        if not self.moves:
+            return set()
+        proven = report.mirror.confirm(nodename, self.moves)
+        for rp, (old, new) in proven.items():
+            held = record.held.get(rp)
+            if held is None or held.generation != old:
+                continue  # the audit's copy is older than the mirror's: read it next time
+            consumers = dict(held.consumers)
+            for consumer, allocations in self.wrote.items():
+                if rp in allocations:
+                    consumers[consumer] = dict(allocations[rp])
+                else:
+                    consumers.pop(consumer, None)
+            record.held[rp] = ProviderAllocations(new, consumers)
+        return set(proven)
