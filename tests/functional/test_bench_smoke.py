@@ -15,6 +15,9 @@ import pytest
 from tests.helpers.paths import REPO
 
 SMALLEST = {
+    "cold_sync.py": ["--providers", "5", "--consumers", "20"],
+    "fleet.py": ["--sizes", "2", "--interval", "1", "--seconds", "2"],
+    "many_nodes.py": ["--nodes", "3"],
     "discover.py": ["--runs", "1"],
     "events.py": ["--events", "3", "--burst", "10"],
     "provider_tree.py": [],

@@ -1,0 +1,51 @@
+"""Placement on MariaDB under gunicorn, for the scale benchmarks (issue #16).
+
+The same private ``mariadbd`` and ``placement-serve`` the functional tests
+start (tests/helpers/mariadb.py, tests/helpers/served.py): one code for
+both, so a benchmark measures the server the tests check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from tests.helpers.mariadb import MariaDB  # noqa: E402
+from tests.helpers.served import ServedPlacement  # noqa: E402
+
+
+@contextlib.contextmanager
+def placement_on_mariadb(workers: int) -> Iterator[ServedPlacement]:
+    """``placement-serve --placement-db mysql+pymysql://... --workers N`` on a fresh MariaDB."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        db = MariaDB(root / "mariadb")
+        db.start()
+        served = ServedPlacement(root / "placement", database=db.database(), workers=workers)
+        try:
+            served.start()
+            yield served
+        finally:
+            served.stop()
+            db.stop()
+
+
+def server_cpu_seconds(served: ServedPlacement) -> float:
+    """CPU seconds used so far by the Placement server's processes (master and workers)."""
+    assert served.proc is not None
+    proc = psutil.Process(served.proc.pid)
+    total = 0.0
+    for p in [proc, *proc.children(recursive=True)]:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            t = p.cpu_times()
+            total += t.user + t.system
+    return total
