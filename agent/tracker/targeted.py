@@ -157,19 +157,57 @@ class TargetedUpdates:
         owned = ownership.owned(tree, nodename, self.owner_trait)
         found, unreadable = self.driver.read_instances(nodename, uuids)
         record = self.audit.record(nodename)
+        new: dict[str, ConsumerAllocations] = {}
         for uuid in sorted(set(uuids) - unreadable):
             instance = found.get(uuid)
             try:
                 if instance is None:
                     self._gone(nodename, uuid, owned, record, outcome)
+                    continue
+                plan = self._plan(nodename, tree, owned, record, instance)
+                if plan is not None and _unknown_here(uuid, owned, record):
+                    new[uuid] = plan  # written together below
+                    _remember(record, uuid, plan.on(owned), owned)  # the next plan sees it
                 else:
-                    plan = self._plan(nodename, tree, owned, record, instance)
                     self._present(nodename, uuid, plan, owned, record, outcome)
             except Exception as exc:  # one instance must not stop the others
-                line = f"instance {uuid}: targeted update failed: {type(exc).__name__}: {exc}"
-                LOG.error("%s", line)
-                outcome.errors.append(line)
+                _failed(uuid, exc, outcome)
+        try:
+            self._write_new(nodename, new, owned, record, outcome)
+        except Exception as exc:  # Placement refused otherwise than with a 409
+            for uuid in new:
+                _failed(uuid, exc, outcome)
         self.audit.save(nodename, record)
+
+    def _write_new(
+        self,
+        nodename: str,
+        new: Mapping[str, ConsumerAllocations],
+        owned: set[str],
+        record: AuditRecord,
+        outcome: TargetedOutcome,
+    ) -> None:
+        """Instances Placement is believed not to know, many per ``POST /allocations``.
+
+        A batch Placement refuses (one of them holds something elsewhere: a
+        migration coming in) is written one by one with the merging write.
+        """
+        if not new:
+            return
+        batches, refused = self.report.write_new_allocations(new)
+        for batch in batches:
+            for uuid in batch:
+                self._present(nodename, uuid, None, owned, record, outcome)
+                shared = new[uuid].without(owned)
+                if shared:
+                    record.shared[uuid] = shared
+                outcome.written.append(uuid)
+            LOG.info("%d instance(s): allocations written together on events", len(batch))
+        for uuid in refused:
+            try:
+                self._present(nodename, uuid, new[uuid], owned, record, outcome)
+            except Exception as exc:  # one instance must not stop the others
+                _failed(uuid, exc, outcome)
 
     def _plan(
         self,
@@ -255,3 +293,16 @@ def _remember(
         else:
             del consumers[uuid]
         record.held[rp] = ProviderAllocations(None, consumers)
+
+
+def _unknown_here(uuid: str, owned: set[str], record: AuditRecord) -> bool:
+    """True when the audit knows nothing of ``uuid`` here: not an instance, holding nothing."""
+    if uuid in record.instances or uuid in record.shared:
+        return False
+    return not any(uuid in record.held[rp].consumers for rp in owned if rp in record.held)
+
+
+def _failed(uuid: str, exc: Exception, outcome: TargetedOutcome) -> None:
+    line = f"instance {uuid}: targeted update failed: {type(exc).__name__}: {exc}"
+    LOG.error("%s", line)
+    outcome.errors.append(line)

@@ -107,7 +107,8 @@ def test_a_burst_of_events_coalesces_into_one_write_per_consumer(libvirt_service
     wait_until(lambda: not svc.svc.events.pending, 10, "the queue to drain")
     time.sleep(0.3)
     assert heard is not None and heard >= 100
-    assert svc.requests.allocation_writes() - writes == 10  # at most one write per consumer
+    # At most one write per consumer: new ones go many per POST /allocations.
+    assert 1 <= svc.requests.allocation_writes() - writes <= 10
     batches = svc.event_updates()
     assert 1 <= batches < heard / 5, f"{heard} events in {batches} batches: not coalesced"
     assert svc.svc.cycles == 1
