@@ -14,12 +14,13 @@ Debian's ``libvirt-daemon`` for it.
 from __future__ import annotations
 
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.net import terminate
 
 
 class Libvirtd:
@@ -68,11 +69,5 @@ class Libvirtd:
 
     def stop(self) -> None:
         """SIGTERM, as ``systemctl stop libvirtd`` sends; wait for it to exit."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc)
         self.proc = None

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.net import free_port
+from tests.helpers.net import free_port, terminate
 
 USER = "placement"
 PASSWORD = "placement-test-pw"
@@ -117,13 +117,7 @@ class MariaDB:
 
     def stop(self) -> None:
         """SIGTERM and wait (30 s at most, then SIGKILL)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc)
         self.proc = None
 
 

@@ -1,8 +1,10 @@
-"""Loopback ports for the servers tests start (Placement, keystone stand-in, metrics)."""
+"""Loopback ports for the servers tests start (Placement, keystone stand-in, metrics), and
+stopping the server processes tests start (MariaDB, libvirtd)."""
 
 from __future__ import annotations
 
 import socket
+import subprocess
 
 
 def free_port() -> int:
@@ -10,3 +12,15 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def terminate(proc: subprocess.Popen | None, timeout: float = 30.0) -> None:
+    """SIGTERM a server the test started (as ``systemctl stop`` does); SIGKILL after ``timeout``."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
