@@ -112,16 +112,17 @@ def main() -> None:
                 f"{requests / seconds:6.0f} req/s  Placement CPU {cpu:6.1f} s  "
                 f"speed-up {base / seconds:4.2f}x"
             )
-        allocate(served, tmp, tree_for_reads, args.consumers)
-        print(f"get_allocations_for_provider_tree, {args.consumers} consumers:")
-        base = None
-        for n in IN_FLIGHT:
-            seconds, requests, found = read_all(served, tmp, tree_for_reads, n)
-            base = base or seconds
-            print(
-                f"  {n} in flight: {seconds:7.2f} s  {requests:>6} requests  {found} consumers  "
-                f"speed-up {base / seconds:4.2f}x"
-            )
+        if args.consumers:
+            allocate(served, tmp, tree_for_reads, args.consumers)
+            print(f"get_allocations_for_provider_tree, {args.consumers} consumers:")
+            base = None
+            for n in IN_FLIGHT:
+                seconds, requests, found = read_all(served, tmp, tree_for_reads, n)
+                base = base or seconds
+                print(
+                    f"  {n} in flight: {seconds:7.2f} s  {requests:>6} requests  "
+                    f"{found} consumers  speed-up {base / seconds:4.2f}x"
+                )
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 
