@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from support.servers import REPO, placement_on_mariadb, server_cpu_seconds
+from support.servers import REPO, database_cpu_seconds, placement_on_mariadb, server_cpu_seconds
 
 from agent.conf import config
 from agent.placement.client import RequestEvent
@@ -144,25 +144,27 @@ def bench(served: Any, tmp: Path, n: int, interval: float, seconds: float) -> No
     recorder.take()
     providers = outcomes[0].nodes[0].providers
     before_req = sum(a.report.client.total_requests() for a in agents)
-    cpu0, t1 = server_cpu_seconds(served), time.monotonic()
+    cpu0, db0, t1 = server_cpu_seconds(served), database_cpu_seconds(served), time.monotonic()
     durations = steady(agents, interval, seconds)
     wall = time.monotonic() - t1
     cpu = server_cpu_seconds(served) - cpu0
+    db = database_cpu_seconds(served) - db0
     requests = sum(a.report.client.total_requests() for a in agents) - before_req
     latencies = recorder.take()
     per_cycle = requests / max(1, len(durations))
-    rps, cpu_per_request = requests / wall, cpu / max(1, requests)
+    rps, cpu_per_request = requests / wall, (cpu + db) / max(1, requests)
     print(
         f"N={n:<4} start-up {started / n:5.1f} requests/agent, all in {startup:6.1f} s "
         f"({failed} failed) | steady: {rps:6.1f} req/s, latency p50 {p(latencies, 0.5) * 1000:5.1f}"
-        f" ms p99 {p(latencies, 0.99) * 1000:6.1f} ms, Placement CPU {cpu / wall:4.2f} cores, "
+        f" ms p99 {p(latencies, 0.99) * 1000:6.1f} ms, Placement CPU {cpu / wall:4.2f} cores "
+        f"(+ MariaDB {db / wall:4.2f}), "
         f"cycle p99 {p(durations, 0.99) * 1000:6.1f} ms, {per_cycle:.1f} requests/cycle"
     )
     ours = FLEET * per_cycle / FLEET_INTERVAL
     nova = FLEET * (providers + INSTANCES) / FLEET_INTERVAL
     print(
         f"       projected for {FLEET:,} hypervisors at {FLEET_INTERVAL:.0f} s: agent "
-        f"{ours:7.1f} req/s ({ours * cpu_per_request:5.2f} Placement cores; "
+        f"{ours:7.1f} req/s ({ours * cpu_per_request:5.2f} cores of Placement and MariaDB; "
         f"{per_cycle / FLEET_INTERVAL:.3f} req/s per hypervisor) | nova's cycle "
         f"({providers} providers + {INSTANCES} consumers a run) {nova:7.1f} req/s "
         f"({nova * cpu_per_request:5.2f} cores) -> {nova / ours:.1f}x"

@@ -25,12 +25,17 @@ from tests.helpers.served import ServedPlacement  # noqa: E402
 
 @contextlib.contextmanager
 def placement_on_mariadb(workers: int) -> Iterator[ServedPlacement]:
-    """``placement-serve --placement-db mysql+pymysql://... --workers N`` on a fresh MariaDB."""
+    """``placement-serve --placement-db mysql+pymysql://... --workers N`` on a fresh MariaDB.
+
+    The server's ``mariadb`` attribute is the database server (its ``proc``
+    for :func:`cpu_seconds`).
+    """
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         db = MariaDB(root / "mariadb")
         db.start()
         served = ServedPlacement(root / "placement", database=db.database(), workers=workers)
+        served.mariadb = db  # type: ignore[attr-defined]
         try:
             served.start()
             yield served
@@ -42,7 +47,17 @@ def placement_on_mariadb(workers: int) -> Iterator[ServedPlacement]:
 def server_cpu_seconds(served: ServedPlacement) -> float:
     """CPU seconds used so far by the Placement server's processes (master and workers)."""
     assert served.proc is not None
-    proc = psutil.Process(served.proc.pid)
+    return cpu_seconds(served.proc.pid)
+
+
+def database_cpu_seconds(served: ServedPlacement) -> float:
+    """CPU seconds used so far by the MariaDB server under ``served``."""
+    return cpu_seconds(served.mariadb.proc.pid)  # type: ignore[attr-defined]
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` and its children so far."""
+    proc = psutil.Process(pid)
     total = 0.0
     for p in [proc, *proc.children(recursive=True)]:
         with contextlib.suppress(psutil.NoSuchProcess):
