@@ -13,6 +13,14 @@ rewrite, bodies) and the HTTP client stack (requests, keystoneauth,
 wsgi-intercept); requests by method and path; then the peak RSS.
 Target (issue #7): one ``POST /reshaper``, agent under 10% of the total.
 
+Then, on a SERVED Placement (``compute-agent placement-serve`` on SQLite in a
+subprocess, tests/helpers/served.py) with the largest size's consumers,
+:meth:`ReportClient.get_allocations_for_provider_tree` (the reshape's read of
+every consumer) at 1, 2, 4 and 8 requests in flight (``--in-flight``): its
+requests (the same at every concurrency: one per provider and one per
+consumer) and seconds, with the speed-up over 1 in flight (target of issue
+#16: 3x or more at 4).
+
 Run: ``.venv/bin/python -m bench.reshape`` (``make bench`` runs every benchmark).
 """
 
@@ -26,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from support.servers import ServedPlacement
 from wsgi_intercept.interceptor import RequestsInterceptor
 
 from agent.conf import config as agent_config
@@ -170,10 +179,39 @@ def run_size(tmp: Path, clock: Clock, consumers: int) -> None:
         print(f"    {n:7d}  {method} {path}")
 
 
+def read_tree_served(tmp: Path, consumers: int, in_flight: list[int]) -> None:
+    """get_allocations_for_provider_tree on placement-serve, once per concurrency."""
+    served = ServedPlacement(tmp / "served")
+    served.start()
+    try:
+        name = f"served-{consumers}"
+        setup(served.client(), tmp / "served", name, consumers)
+        print(f"\nget_allocations_for_provider_tree, {consumers:,} consumers, placement-serve")
+        first = 0.0
+        for n in in_flight:
+            client = served.client()
+            report = ReportClient(
+                client, StateStore(tmp / "served" / "state"), max_concurrent_requests=n
+            )
+            report.get_provider_tree_and_ensure_root(name)
+            before = client.total_requests()
+            start = time.perf_counter()
+            found = report.get_allocations_for_provider_tree(name)
+            seconds = time.perf_counter() - start
+            report.pool.close()
+            assert len(found) == consumers, len(found)
+            first = first or seconds
+            requests = client.total_requests() - before
+            print(f"  {n} in flight: {requests} requests {seconds:8.3f} s  x{first / seconds:.2f}")
+    finally:
+        served.stop()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmark for each size (``--sizes 100 1000`` to choose)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
+    parser.add_argument("--in-flight", type=int, nargs="+", default=[1, 2, 4, 8])
     args = parser.parse_args(argv)
     clock = Clock()
     with tempfile.TemporaryDirectory(prefix="bench-reshape-") as tmp:
@@ -181,6 +219,7 @@ def main(argv: list[str] | None = None) -> None:
         with RequestsInterceptor(lambda: app, url=URL):
             for size in args.sizes:
                 run_size(Path(tmp), clock, size)
+        read_tree_served(Path(tmp), max(args.sizes), args.in_flight)
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\npeak RSS {peak_mib:.1f} MiB")
 

@@ -16,6 +16,14 @@ sync = the API's minimum (root document, tree read, one create per provider,
 one inventory write and one trait write per provider that has them, plus the
 custom trait created once).
 
+Then a cold sync (first sync of a new node, size = the largest of ``--sizes``)
+at 1, 2, 4 and 8 requests in flight (``[placement] max_concurrent_requests``,
+``--in-flight``) against a SERVED Placement: ``compute-agent placement-serve``
+on SQLite in a subprocess (tests/helpers/served.py), one process, so the gain
+shown is the client's overlap of HTTP round trips with the server's work; the
+request count must not change with the concurrency (bench/cold_sync.py does
+the same on MariaDB under several workers).
+
 Run: ``make bench`` or ``.venv/bin/python bench/sync.py``.
 """
 
@@ -26,6 +34,9 @@ import resource
 import tempfile
 import time
 from collections import Counter
+from pathlib import Path
+
+from support.servers import ServedPlacement
 
 from agent.model.provider_tree import ProviderTree
 from agent.placement.client import PlacementClient
@@ -88,14 +99,35 @@ def bench_size(placement: EmbeddedPlacement, tmp: str, size: int) -> None:
     show("restart, no change", measure(restarted, again, nodename, size, 48))
 
 
+def bench_served(tmp: str, size: int, in_flight: list[int]) -> None:
+    """Cold syncs of ``size`` providers on placement-serve (SQLite), one per concurrency."""
+    served = ServedPlacement(Path(tmp) / "served")
+    served.start()
+    try:
+        print(f"cold sync of {size} provider(s) on placement-serve (SQLite):")
+        for n in in_flight:
+            client = served.client()
+            report = ReportClient(
+                client, StateStore(f"{tmp}/served-{n}"), max_concurrent_requests=n
+            )
+            try:
+                show(f"{n} in flight", measure(client, report, f"cold-{n}-{size}", size))
+            finally:
+                report.pool.close()
+    finally:
+        served.stop()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmark for each size (``--sizes 1 10`` to choose)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
+    parser.add_argument("--in-flight", type=int, nargs="+", default=[1, 2, 4, 8])
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp, EmbeddedPlacement(f"{tmp}/placement") as placement:
         for size in args.sizes:
             bench_size(placement, tmp, size)
+        bench_served(tmp, max(args.sizes), args.in_flight)
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS {peak_mib:.0f} MiB")
 

@@ -65,3 +65,21 @@ def test_a_batch_with_a_known_consumer_is_refused_whole_and_written_one_by_one(s
     assert writes(s) == {("POST", "/allocations"): 1, ("PUT", "/allocations/{consumer}"): n}
     assert s.held(s.inst(1))[other] == {"VCPU": 2}  # the source host's part survived
     assert len(s.held(s.inst(1))) > 1  # and this host's part was added
+
+
+def test_allocations_of_the_tree_cost_one_read_per_provider_and_per_consumer(setup):
+    """Issue #16 item 3, as a count: providers + consumers, nothing more.
+
+    One GET /allocations/{consumer} per consumer stays: the reshaper needs each
+    consumer's generation, project and user (reshape-provider-tree.txt), which
+    GET /resource_providers/{uuid}/allocations does not carry.
+    """
+    s = setup
+    assert s.cycle(startup=True).ok
+    providers = s.report.mirror.tree(s.nodename).get_provider_uuids()
+    before = s.client.total_requests()
+    found = s.report.get_allocations_for_provider_tree(s.nodename)
+    assert len(found) == 4  # the four instances of big-host.yaml
+    assert s.client.total_requests() - before == len(providers) + len(found)
+    for body in found.values():
+        assert body["consumer_generation"] is not None and body["project_id"]

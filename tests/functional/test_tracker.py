@@ -73,9 +73,23 @@ def test_steady_state_costs_the_listing_and_one_read_per_cpu_provider(setup):
     """1 tree listing + the allocations of both NUMA cells (what agent.tracker.audit_read reads)."""
     s = setup
     assert s.cycle(startup=True).ok
-    s.cycle()  # re-reads the providers whose generation our own writes moved
+    s.cycle()
     outcome = s.cycle()
     assert outcome.ok and outcome.requests == 1 + 2
+    assert outcome.nodes[0].allocations_written == []
+
+
+def test_the_cycle_after_the_agents_own_writes_costs_the_steady_requests(setup):
+    """Issue #16 item 5: no provider re-read after the start-up's own allocation writes.
+
+    The start-up's one listing after its writes proves the generations moved
+    only by the agent (agent.tracker.own_writes), so the very next cycle
+    already costs the steady 1 listing + the two NUMA cells' allocations.
+    """
+    s = setup
+    assert s.cycle(startup=True).ok
+    outcome = s.cycle()
+    assert outcome.ok and outcome.requests == 1 + 2, outcome.summary()
     assert outcome.nodes[0].allocations_written == []
 
 
