@@ -247,7 +247,7 @@ def burst_of_consumers(
     print(
         f"burst: {n} domains started at once    all visible after {seconds * 1000:.0f} ms; "
         f"{after[0] - before[0]} requests, {after[1] - before[1]} allocation writes "
-        f"(target {n}: one per consumer) in {_batches(svc) - batches:.0f} batch(es)"
+        f"(target: at most {n}, one per consumer) in {_batches(svc) - batches:.0f} batch(es)"
     )
     for dom in domains:
         dom.destroy()
