@@ -110,6 +110,34 @@ class StateStore:
         self.path = Path(state_path)
         self.save_error: str | None = None
         """Why the last write failed (None after a write that succeeded)."""
+        # name -> ((mtime_ns, size, inode), parsed document). Each file holds every
+        # node: without this, an agent of 1,000 nodes parsed each file 1,000 times a
+        # cycle. A write renames a new file in (a new inode), so a stale key cannot match.
+        self._parsed: dict[str, tuple[tuple[int, int, int], Any]] = {}
+
+    def _read(self, name: str) -> Any | None:
+        """The document of file ``name`` (parsed once per version of the file); do not mutate it."""
+        path = self.path / name
+        try:
+            st = path.stat()
+        except OSError:
+            self._parsed.pop(name, None)
+            return read_json(path)
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        cached = self._parsed.get(name)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        doc = read_json(path)
+        self._parsed[name] = (key, doc)
+        return doc
+
+    def _remember(self, name: str, document: Any) -> None:
+        try:
+            st = (self.path / name).stat()
+        except OSError:
+            self._parsed.pop(name, None)
+            return
+        self._parsed[name] = ((st.st_mtime_ns, st.st_size, st.st_ino), document)
 
     def _write(self, name: str, document: Any) -> bool:
         """Write one file; a failure is logged once and kept in :attr:`save_error`.
@@ -119,6 +147,7 @@ class StateStore:
         """
         try:
             write_json(self.path / name, document)
+            self._remember(name, document)
         except OSError as exc:
             error = f"state directory {self.path} cannot be written ({exc.strerror or exc})"
             if error != self.save_error:
@@ -137,7 +166,7 @@ class StateStore:
 
     def root_uuids(self) -> dict[str, str]:
         """``{nodename: UUID}`` of every compute node recorded; invalid entries are dropped."""
-        doc = read_json(self.path / COMPUTE_NODES_FILE)
+        doc = self._read(COMPUTE_NODES_FILE)
         if not isinstance(doc, dict):
             return {}
         out = {}
@@ -151,8 +180,16 @@ class StateStore:
         return out
 
     def root_uuid(self, nodename: str) -> str | None:
-        """The recorded UUID of compute node ``nodename``, or None."""
-        return self.root_uuids().get(nodename)
+        """The recorded UUID of compute node ``nodename``, or None (an invalid entry: None)."""
+        doc = self._read(COMPUTE_NODES_FILE)
+        value = doc.get(nodename) if isinstance(doc, dict) else None
+        if value is None:
+            return None
+        try:
+            return str(uuidlib.UUID(str(value)))
+        except ValueError:
+            LOG.warning("state file %s: %r is not a UUID; ignoring it", COMPUTE_NODES_FILE, value)
+            return None
 
     def set_root_uuid(self, nodename: str, uuid: str) -> None:
         """Record the UUID of compute node ``nodename``.
@@ -169,7 +206,7 @@ class StateStore:
         Records are shaped like ``GET /resource_providers`` items plus
         ``inventories``, ``traits`` and ``aggregates``.
         """
-        doc = read_json(self.path / PLACEMENT_SEEN_FILE)
+        doc = self._read(PLACEMENT_SEEN_FILE)
         if not isinstance(doc, dict) or not isinstance(doc.get(nodename), list):
             return None
         return doc[nodename]
@@ -179,8 +216,8 @@ class StateStore:
 
         A failure to write is logged and kept in :attr:`save_error`.
         """
-        doc = read_json(self.path / PLACEMENT_SEEN_FILE)
-        doc = doc if isinstance(doc, dict) else {}
+        doc = self._read(PLACEMENT_SEEN_FILE)
+        doc = dict(doc) if isinstance(doc, dict) else {}  # the parsed one is shared
         doc[nodename] = records
         self._write(PLACEMENT_SEEN_FILE, doc)
 
@@ -193,7 +230,7 @@ class StateStore:
         {resource class: amount}}}, "generations": {provider UUID: generation}}``.
         """
         for name in (CONSUMERS_FILE, CONSUMERS_COPY):
-            doc = read_json(self.path / name)
+            doc = self._read(name)
             if isinstance(doc, dict) and isinstance(doc.get(nodename), dict):
                 return doc[nodename]
         return None
@@ -203,10 +240,10 @@ class StateStore:
 
         A failure to write is logged and kept in :attr:`save_error`.
         """
-        doc = read_json(self.path / CONSUMERS_FILE)
+        doc = self._read(CONSUMERS_FILE)
         if not isinstance(doc, dict):
-            doc = read_json(self.path / CONSUMERS_COPY)
-        doc = doc if isinstance(doc, dict) else {}
+            doc = self._read(CONSUMERS_COPY)
+        doc = dict(doc) if isinstance(doc, dict) else {}  # the parsed one is shared
         doc[nodename] = record
         # One after the other: a crash leaves at least one of them whole.
         if self._write(CONSUMERS_FILE, doc):
