@@ -25,6 +25,7 @@ import time
 import uuid
 from typing import Any
 
+from support.reads import timed_tree_read
 from support.servers import database_cpu_seconds, placement_on_mariadb, server_cpu_seconds
 from sync import desired
 
@@ -83,17 +84,7 @@ def allocate(served: Any, tmp: str, nodename: str, consumers: int) -> None:
 
 
 def read_all(served: Any, tmp: str, nodename: str, in_flight: int) -> tuple[float, int, int]:
-    client = served.client()
-    report = ReportClient(
-        client, StateStore(f"{tmp}/{nodename}-r{in_flight}"), max_concurrent_requests=in_flight
-    )
-    report.get_provider_tree_and_ensure_root(nodename)
-    before = client.total_requests()
-    start = time.perf_counter()
-    found = report.get_allocations_for_provider_tree(nodename)
-    seconds = time.perf_counter() - start
-    report.pool.close()
-    return seconds, client.total_requests() - before, len(found)
+    return timed_tree_read(served.client(), f"{tmp}/{nodename}-r{in_flight}", nodename, in_flight)
 
 
 def main() -> None:

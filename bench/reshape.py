@@ -34,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from support.reads import timed_tree_read
 from support.servers import ServedPlacement
 from wsgi_intercept.interceptor import RequestsInterceptor
 
@@ -189,19 +190,10 @@ def read_tree_served(tmp: Path, consumers: int, in_flight: list[int]) -> None:
         print(f"\nget_allocations_for_provider_tree, {consumers:,} consumers, placement-serve")
         first = 0.0
         for n in in_flight:
-            client = served.client()
-            report = ReportClient(
-                client, StateStore(tmp / "served" / "state"), max_concurrent_requests=n
-            )
-            report.get_provider_tree_and_ensure_root(name)
-            before = client.total_requests()
-            start = time.perf_counter()
-            found = report.get_allocations_for_provider_tree(name)
-            seconds = time.perf_counter() - start
-            report.pool.close()
-            assert len(found) == consumers, len(found)
+            state = tmp / "served" / "state"
+            seconds, requests, found = timed_tree_read(served.client(), state, name, n)
+            assert found == consumers, found
             first = first or seconds
-            requests = client.total_requests() - before
             print(f"  {n} in flight: {requests} requests {seconds:8.3f} s  x{first / seconds:.2f}")
     finally:
         served.stop()
