@@ -16,7 +16,7 @@ import requests
 
 from agent.placement.client import PlacementClient
 from agent.placement.embedded import NOAUTH_HEADERS
-from tests.helpers.net import free_port
+from tests.helpers.net import free_port, terminate
 from tests.helpers.paths import REPO
 
 
@@ -42,6 +42,7 @@ class ServedPlacement:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.conf = state / "serve.conf"
+        self.log = state / "serve.log"
         self.conf.write_text(f"[DEFAULT]\nstate_path = {state}\n")
         self.proc: subprocess.Popen | None = None
 
@@ -66,25 +67,26 @@ class ServedPlacement:
             ],
             cwd=REPO,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            # A file, not a pipe nobody reads: a chatty server would block on a full pipe.
+            stderr=open(self.log, "ab"),
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"placement-serve exited: {self.proc.stderr.read().decode()}")
+                self.proc = None
+                raise RuntimeError(f"placement-serve exited: {self.log.read_text()[-2000:]}")
             try:
                 requests.get(self.url + "/", timeout=1)
                 return
             except (requests.ConnectionError, requests.Timeout):
                 time.sleep(0.1)
+        self.stop()  # no fixture teardown runs after a failed start: do not leave it behind
         raise RuntimeError("placement-serve did not answer within 60 s")
 
     def stop(self) -> None:
-        """SIGTERM and wait (20 s at most); a no-op when it is not running."""
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(timeout=20)
-            self.proc = None
+        """SIGTERM and wait (20 s at most, then SIGKILL); a no-op when it is not running."""
+        terminate(self.proc, 20)
+        self.proc = None
 
     def client(self, retries: int = 0, retry_max_wait: float = 0.0) -> PlacementClient:
         """A client of this Placement (noauth2 admin, as the agent's tests use)."""
