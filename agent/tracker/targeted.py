@@ -26,7 +26,7 @@ Callers hold the node's lock (:class:`agent.tracker.cycle.ResourceTracker`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from agent.model import ownership
@@ -158,13 +158,15 @@ class TargetedUpdates:
         found, unreadable = self.driver.read_instances(nodename, uuids)
         record = self.audit.record(nodename)
         new: dict[str, ConsumerAllocations] = {}
+        planner = self._planner(nodename, tree, owned, record) if found else None
         for uuid in sorted(set(uuids) - unreadable):
             instance = found.get(uuid)
             try:
                 if instance is None:
                     self._gone(nodename, uuid, owned, record, outcome)
                     continue
-                plan = self._plan(nodename, tree, owned, record, instance)
+                assert planner is not None  # an instance was found
+                plan = planner(instance)
                 if plan is not None and _unknown_here(uuid, owned, record):
                     new[uuid] = plan  # written together below
                     _remember(record, uuid, plan.on(owned), owned)  # the next plan sees it
@@ -209,20 +211,25 @@ class TargetedUpdates:
             except Exception as exc:  # one instance must not stop the others
                 _failed(uuid, exc, outcome)
 
-    def _plan(
-        self,
-        nodename: str,
-        tree: ProviderTree,
-        owned: set[str],
-        record: AuditRecord,
-        instance: Instance,
-    ) -> ConsumerAllocations | None:
-        """What ``instance`` should hold, by the cycle's rule, others where Placement holds them."""
+    def _planner(
+        self, nodename: str, tree: ProviderTree, owned: set[str], record: AuditRecord
+    ) -> Callable[[Instance], ConsumerAllocations | None]:
+        """What an instance should hold, by the cycle's rule, others where Placement holds them.
+
+        The node's hardware and its sharing provider are looked up once per
+        batch, not per instance; what the others hold is read from ``record``
+        at each call, so an instance planned earlier in the batch counts.
+        """
         host = self.driver.laid_out_resources(nodename)
         sharing = self.sharing.lookup(tree, nodename)
-        held = record.by_consumer(owned)
-        plans = plan_allocations([instance], host, tree, self.driver.policy, sharing, held)
-        return plans.get(instance.uuid)
+        policy = self.driver.policy
+
+        def plan(instance: Instance) -> ConsumerAllocations | None:
+            held = record.by_consumer(owned)
+            plans = plan_allocations([instance], host, tree, policy, sharing, held)
+            return plans.get(instance.uuid)
+
+        return plan
 
     def _present(
         self,
