@@ -36,6 +36,7 @@ from agent.placement.errors import (
     PlacementUnavailable,
     parse_error,
 )
+from agent.placement.http import environment_once
 from agent.placement.tries import RETRY_STATUSES, Retry, TryLimits
 
 LOG = logging.getLogger(__name__)
@@ -99,8 +100,19 @@ class PlacementClient:
         self.statuses: Counter[tuple[str, str]] = Counter()
         self._count_lock = threading.Lock()
         self._microversion: str | None = None
+        self._negotiate_lock = threading.Lock()
         self.observers: list[Callable[[RequestEvent], None]] = []
         """Called in the requesting thread after each try, retry and conflict; keep them cheap."""
+        self._in_flight: threading.BoundedSemaphore | None = None
+
+    def limit_in_flight(self, requests: int) -> None:
+        """Let at most ``requests`` of this client's requests be on the wire at once.
+
+        Every thread that sends through this client shares the bound (the
+        writer's and the audit's pools, nodes synced in parallel), so
+        ``[placement] max_concurrent_requests`` holds however the work is split.
+        """
+        self._in_flight = threading.BoundedSemaphore(max(1, requests))
 
     @property
     def deadline(self) -> float | None:
@@ -131,9 +143,9 @@ class PlacementClient:
             retry_max_wait: as for the constructor.
             extra_headers: e.g. the noauth2 identity headers.
         """
-        adapter = ks_adapter.Adapter(
-            ks_session.Session(auth=None), service_type="placement", endpoint_override=url
-        )
+        session = ks_session.Session(auth=None)
+        environment_once(session.session)
+        adapter = ks_adapter.Adapter(session, service_type="placement", endpoint_override=url)
         return cls(adapter, retries, retry_max_wait, extra_headers)
 
     # -- microversion -----------------------------------------------------
@@ -147,7 +159,9 @@ class PlacementClient:
             PlacementUnavailable: the root document could not be read.
         """
         if self._microversion is None:
-            self._microversion = self.negotiate()
+            with self._negotiate_lock:  # threads starting together negotiate once
+                if self._microversion is None:
+                    self._microversion = self.negotiate()
         return self._microversion
 
     def negotiate(self) -> str:
@@ -274,19 +288,8 @@ class PlacementClient:
             self.counts[(method, template)] += 1
         start = time.monotonic()
         try:
-            resp = self.adapter.request(
-                path,
-                method,
-                json=json,
-                params=dict(params) if params else None,
-                headers=headers,
-                raise_exc=False,
-                # keystoneauth's Adapter otherwise queues every request behind a
-                # FairSemaphore scheduled by the wall clock (time.time): after the
-                # clock steps back, each request waits as long as the step
-                # (measured with keystoneauth1 5.18.1). The agent sets no rate limit.
-                rate_semaphore=contextlib.nullcontext(),
-            )
+            with self._in_flight or contextlib.nullcontext():
+                resp = _adapter_request(self.adapter, path, method, json, params, headers)
         except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.RequestTimeout) as exc:
             self._answered(method, template, "transport", start)
             raise Retry(0, f"{type(exc).__name__}: {_no_secrets(exc)}") from exc
@@ -300,6 +303,29 @@ class PlacementClient:
         with self._count_lock:
             self.statuses[(method, status)] += 1
         self._tell(RequestEvent("answer", method, template, status, time.monotonic() - start))
+
+
+def _adapter_request(
+    adapter: ks_adapter.Adapter,
+    path: str,
+    method: str,
+    json: Any,
+    params: Mapping[str, Any] | None,
+    headers: dict[str, str],
+) -> requests.Response:
+    return adapter.request(
+        path,
+        method,
+        json=json,
+        params=dict(params) if params else None,
+        headers=headers,
+        raise_exc=False,
+        # keystoneauth's Adapter otherwise queues every request behind a
+        # FairSemaphore scheduled by the wall clock (time.time): after the
+        # clock steps back, each request waits as long as the step
+        # (measured with keystoneauth1 5.18.1). The agent sets no rate limit.
+        rate_semaphore=contextlib.nullcontext(),
+    )
 
 
 def _decode(

@@ -7,6 +7,7 @@ from oslo_config import cfg
 
 from agent.model.exceptions import ConfigError
 from agent.placement.client import PlacementClient
+from agent.placement.http import environment_once
 from agent.placement.options import GROUP
 
 
@@ -26,6 +27,7 @@ def client_from_conf(conf: cfg.ConfigOpts) -> PlacementClient:
     try:
         auth = ks_loading.load_auth_from_conf_options(conf, GROUP)
         session = ks_loading.load_session_from_conf_options(conf, GROUP, auth=auth)
+        environment_once(session.session)
         adapter = ks_loading.load_adapter_from_conf_options(
             conf, GROUP, session=session, auth=auth, service_type="placement"
         )
