@@ -3,27 +3,40 @@
 The fake driver describes ``--nodes`` nodes (each a flat compute node: 32
 VCPUs, 128 GiB, 1 TiB, one instance of its own), and one
 ``ResourceTracker`` keeps them all in Placement (the real service
-in-process, SQLite). It prints requests and seconds of the start-up
+in-process, SQLite; or, with ``--placement mariadb``, ``placement-serve``
+on MariaDB with ``--workers`` gunicorn workers, the nodes synced
+``--in-flight`` at a time). It prints requests and seconds of the start-up
 cycle, an unchanged cycle and a cycle where one node changed (its memory
 total), and the peak RSS of the process. Targets: unchanged cycle under 2 s,
 peak RSS under 500 MiB.
 
-Run: ``make bench`` or ``.venv/bin/python bench/many_nodes.py``.
+On a served Placement it also prints the CPU each request of the unchanged
+cycle cost Placement, MariaDB and the agent, and from it the model: the
+cores a Placement needs to serve that cycle in 2 s. The unchanged cycle
+cannot cost less than one request per node holding instances: Placement
+moves no generation when a consumer's allocations are deleted, and no call
+lists the allocations of several providers (docs/scale.md).
+
+Run: ``make bench`` or ``.venv/bin/python bench/many_nodes.py [--placement mariadb]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import resource
 import tempfile
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
+from support.servers import database_cpu_seconds, placement_on_mariadb, server_cpu_seconds
 
 from agent.conf import config
+from agent.placement.client import PlacementClient
 from agent.placement.embedded import EmbeddedPlacement
 from agent.placement.report import ReportClient
 from agent.state.store import StateStore
@@ -55,9 +68,10 @@ def host_file(path: Path, nodes: int) -> Path:
     return path
 
 
-def run(tracker: ResourceTracker, label: str, startup: bool = False) -> None:
+def run(tracker: ResourceTracker, label: str, startup: bool = False, served: object = None) -> None:
     client = tracker.report.client
     before = Counter(client.counts)
+    cpu = _cpu(served)
     start = time.perf_counter()
     outcome = tracker.update_available_resource(startup)
     seconds = time.perf_counter() - start
@@ -65,27 +79,67 @@ def run(tracker: ResourceTracker, label: str, startup: bool = False) -> None:
     delta.subtract(before)
     top = ", ".join(f"{m} {t} x{n}" for (m, t), n in (+delta).most_common(3))
     state = "ok" if outcome.ok else f"NOT OK: {outcome.summary()}"
-    print(f"  {label:<22} {sum(delta.values()):>6} requests {seconds:8.2f} s  {state}  [{top}]")
+    requests = sum(delta.values())
+    print(f"  {label:<22} {requests:>6} requests {seconds:8.2f} s  {state}  [{top}]")
+    if served is not None and requests:
+        spent = [(b - a) * 1000 / requests for a, b in zip(cpu, _cpu(served), strict=True)]
+        cores = requests * (spent[0] + spent[1]) / 1000 / 2.0
+        print(
+            "    CPU ms/request: Placement {:.1f}, MariaDB {:.1f}, agent {:.1f}; ".format(*spent)
+            + f"Placement + MariaDB need {cores:.1f} cores to serve this cycle in 2 s"
+        )
+
+
+def _cpu(served: object) -> tuple[float, float, float]:
+    if served is None:
+        return (0.0, 0.0, 0.0)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    agent = usage.ru_utime + usage.ru_stime
+    return server_cpu_seconds(served), database_cpu_seconds(served), agent  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def placement(kind: str, root: Path, workers: int) -> Iterator[tuple[PlacementClient, object]]:
+    """A client of the Placement asked for, and the served Placement (None in-process)."""
+    if kind == "mariadb":
+        with placement_on_mariadb(workers) as served:
+            yield served.client(), served
+    else:
+        with EmbeddedPlacement(root / "p") as p:
+            yield p.client(), None
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1_000)
+    parser.add_argument("--placement", choices=["embedded", "mariadb"], default="embedded")
+    parser.add_argument("--workers", type=int, default=2, help="gunicorn workers (mariadb)")
+    parser.add_argument("--in-flight", type=int, default=4, help="nodes/requests at once (mariadb)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp_dir, EmbeddedPlacement(Path(tmp_dir) / "p") as p:
+    with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
-        defaults = {"state_path": str(tmp / "state"), "reserved_host_memory_mb": 0}
-        conf = config.load([], {"DEFAULT": defaults})
-        driver = FakeDriver(conf, host_file(tmp / "hosts.yaml", args.nodes))
-        state = StateStore(tmp / "state")
-        tracker = ResourceTracker(conf, driver, ReportClient(p.client(), state), state)
-        print(f"{args.nodes} nodes in one agent (fake driver), Placement in-process (SQLite):")
-        run(tracker, "start-up", startup=True)
-        run(tracker, "next cycle")
-        run(tracker, "unchanged cycle")
-        driver.update_host(driver.get_nodenames()[0], memory_mb=262144)
-        run(tracker, "one node changed")
-        run(tracker, "unchanged cycle")
+        with placement(args.placement, tmp, args.workers) as (client, served):
+            defaults = {"state_path": str(tmp / "state"), "reserved_host_memory_mb": 0}
+            conf = config.load([], {"DEFAULT": defaults})
+            driver = FakeDriver(conf, host_file(tmp / "hosts.yaml", args.nodes))
+            state = StateStore(tmp / "state")
+            in_flight = args.in_flight if served is not None else 1
+            report = ReportClient(client, state, max_concurrent_requests=in_flight)
+            tracker = ResourceTracker(conf, driver, report, state)
+            where = (
+                f"placement-serve on MariaDB, {args.workers} workers, {in_flight} in flight"
+                if served is not None
+                else "Placement in-process (SQLite)"
+            )
+            print(f"{args.nodes} nodes in one agent (fake driver), {where}:")
+            run(tracker, "start-up", startup=True, served=served)
+            run(tracker, "next cycle", served=served)
+            run(tracker, "unchanged cycle", served=served)
+            driver.update_host(driver.get_nodenames()[0], memory_mb=262144)
+            run(tracker, "one node changed", served=served)
+            run(tracker, "unchanged cycle", served=served)
+            report.pool.close()
+            tracker.nodes.close()
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 

@@ -11,7 +11,7 @@ host did not change costs the same.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from agent.model.exceptions import AgentError
@@ -156,6 +156,17 @@ class Mirror:
         if proven:
             self.save(nodename)
         return proven
+
+    def flushed(self, written: Iterable[str], tree: ProviderTree) -> None:
+        """Save the trees of ``written``; list ``tree``'s roots again before their next flush.
+
+        Only this tree's roots are unmarked: other nodes, synced in parallel,
+        may be between their own listing and flush.
+        """
+        for nodename in written:
+            self.save(nodename)
+        for root_uuid in tree.root_uuids:
+            self.read_this_cycle.discard(tree.data(root_uuid).name)
 
     def generations(self, nodename: str) -> dict[str, int]:
         """``{provider UUID: generation}`` of ``nodename``'s tree as last read or written.

@@ -22,11 +22,13 @@ class Pool:
     """Runs tasks with at most ``size`` at once (a thread pool made on first use).
 
     Args:
-        size: requests in flight at most; 1 runs tasks in the caller's thread.
+        size: tasks at once at most; 1 runs tasks in the caller's thread.
+        name: the threads' name prefix (in log lines).
     """
 
-    def __init__(self, size: int = 1) -> None:
+    def __init__(self, size: int = 1, name: str = "placement") -> None:
         self.size = max(1, size)
+        self.name = name
         self._executor: ThreadPoolExecutor | None = None
 
     def map(self, task: Callable[[T], R], items: Iterable[T]) -> list[R]:
@@ -42,7 +44,7 @@ class Pool:
         if self.size == 1 or len(listed) < 2:
             return [task(item) for item in listed]
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(self.size, thread_name_prefix="placement")
+            self._executor = ThreadPoolExecutor(self.size, thread_name_prefix=self.name)
         futures = [self._executor.submit(task, item) for item in listed]
         errors = [f.exception() for f in futures]
         for error in errors:

@@ -69,6 +69,7 @@ class ReportClient:
         self.state = state
         self.mirror = Mirror(client, state)
         self.pool = Pool(max_concurrent_requests)
+        client.limit_in_flight(max_concurrent_requests)
         self.writer = Writer(self.mirror, conflict_retries, sleep, self.pool)
         self.consumers = Consumers(client, conflict_retries, sleep)
 
@@ -177,9 +178,7 @@ class ReportClient:
                 self.writer.write(flush, new_tree, reshaping, result)
         finally:
             # also after a failure part-way: what was written is in the mirror
-            for flush in flushes:
-                self.mirror.save(flush.nodename)
-            self.mirror.read_this_cycle.clear()
+            self.mirror.flushed([f.nodename for f in flushes], new_tree)
         return result
 
     # -- allocations --------------------------------------------------------------

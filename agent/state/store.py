@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import tempfile
+import threading
 import uuid as uuidlib
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,9 @@ class StateStore:
         # node: without this, an agent of 1,000 nodes parsed each file 1,000 times a
         # cycle. A write renames a new file in (a new inode), so a stale key cannot match.
         self._parsed: dict[str, tuple[tuple[int, int, int], Any]] = {}
+        # Each file holds every node: nodes synced in parallel must not lose each
+        # other's entry between a read and the write that follows it.
+        self._lock = threading.RLock()
 
     def _read(self, name: str) -> Any | None:
         """The document of file ``name`` (parsed once per version of the file); do not mutate it."""
@@ -196,9 +200,10 @@ class StateStore:
 
         A failure to write is logged and kept in :attr:`save_error`.
         """
-        doc = self.root_uuids()
-        doc[nodename] = str(uuidlib.UUID(uuid))
-        self._write(COMPUTE_NODES_FILE, doc)
+        with self._lock:
+            doc = self.root_uuids()
+            doc[nodename] = str(uuidlib.UUID(uuid))
+            self._write(COMPUTE_NODES_FILE, doc)
 
     def seen_providers(self, nodename: str) -> list[dict[str, Any]] | None:
         """Provider records of ``nodename`` as Placement last held them, or None.
@@ -216,10 +221,11 @@ class StateStore:
 
         A failure to write is logged and kept in :attr:`save_error`.
         """
-        doc = self._read(PLACEMENT_SEEN_FILE)
-        doc = dict(doc) if isinstance(doc, dict) else {}  # the parsed one is shared
-        doc[nodename] = records
-        self._write(PLACEMENT_SEEN_FILE, doc)
+        with self._lock:
+            doc = self._read(PLACEMENT_SEEN_FILE)
+            doc = dict(doc) if isinstance(doc, dict) else {}  # the parsed one is shared
+            doc[nodename] = records
+            self._write(PLACEMENT_SEEN_FILE, doc)
 
     def consumers(self, nodename: str) -> dict[str, Any] | None:
         """The allocation audit's record of ``nodename``, or None.
@@ -240,14 +246,15 @@ class StateStore:
 
         A failure to write is logged and kept in :attr:`save_error`.
         """
-        doc = self._read(CONSUMERS_FILE)
-        if not isinstance(doc, dict):
-            doc = self._read(CONSUMERS_COPY)
-        doc = dict(doc) if isinstance(doc, dict) else {}  # the parsed one is shared
-        doc[nodename] = record
-        # One after the other: a crash leaves at least one of them whole.
-        if self._write(CONSUMERS_FILE, doc):
-            self._write(CONSUMERS_COPY, doc)
+        with self._lock:
+            doc = self._read(CONSUMERS_FILE)
+            if not isinstance(doc, dict):
+                doc = self._read(CONSUMERS_COPY)
+            doc = dict(doc) if isinstance(doc, dict) else {}  # the parsed one is shared
+            doc[nodename] = record
+            # One after the other: a crash leaves at least one of them whole.
+            if self._write(CONSUMERS_FILE, doc):
+                self._write(CONSUMERS_COPY, doc)
 
     def last_cycle(self) -> dict[str, Any] | None:
         """The outcome of the service's last cycle (``CycleOutcome.to_json``), or None."""

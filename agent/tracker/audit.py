@@ -84,7 +84,6 @@ class AllocationAudit:
         self.state = state
         self.remove_unknown_after = remove_unknown_after
         self.clock = clock
-        self.own = OwnWrites()
 
     def record(self, nodename: str) -> AuditRecord:
         """The stored record of ``nodename`` (empty when there is none)."""
@@ -123,7 +122,6 @@ class AllocationAudit:
         """
         result = AuditResult(reads=view.reads)
         record = view.record
-        self.own = OwnWrites()
         touched: set[str] = set()
         held = view.held
         # Held nowhere we know of: believed new, written many at a time.
@@ -146,7 +144,7 @@ class AllocationAudit:
         record.migrations &= set(held)
         # Our own writes moved these generations: read them again next time,
         # unless one listing proves nobody else wrote them (agent.tracker.own_writes).
-        proven = self.own.confirm(self.report, view.nodename, record)
+        proven = view.own.confirm(self.report, view.nodename, record)
         for rp in (touched & set(record.held)) - proven:
             record.held[rp] = ProviderAllocations(None, record.held[rp].consumers)
         if record.to_json() != view.stored:  # a steady host writes nothing
@@ -173,7 +171,7 @@ class AllocationAudit:
             return set()
         try:
             # What it held on a previous sharing provider is replaced too.
-            self.write(consumer, want, view.owned | set(have_shared), keep)
+            self.write(consumer, want, view.owned | set(have_shared), keep, view.own)
         except PlacementError as exc:
             line = f"instance {consumer}: allocation not written: {exc}"
             LOG.error(line)
@@ -213,7 +211,7 @@ class AllocationAudit:
         ours = view.owned | set(record.shared.get(consumer, {}))
         try:
             removed = self.report.remove_allocations_from(consumer, ours)
-            self.own.removed(consumer, ours)
+            view.own.removed(consumer, ours)
         except PlacementError as exc:
             line = f"consumer {consumer}: allocations not removed: {exc}"
             LOG.error(line)
@@ -239,6 +237,7 @@ class AllocationAudit:
         want: ConsumerAllocations,
         ours: set[str],
         keep: Iterable[str] = (),
+        own: OwnWrites | None = None,
     ) -> None:
         """Write ``want`` on this host's providers, keeping what the consumer holds elsewhere.
 
@@ -251,6 +250,7 @@ class AllocationAudit:
             want: its allocations on this host's providers (and the sharing one).
             ours: the providers whose part the agent decides.
             keep: providers in ``ours`` whose part stays as held.
+            own: where a cycle's audit records its own writes (claims pass none).
 
         Raises:
             PlacementError: Placement refused the write (e.g. it does not fit).
@@ -262,8 +262,8 @@ class AllocationAudit:
             sent[:] = [merge_ours(held, want, ours, kept)]  # the last try is the one written
             return sent[0]
 
-        if self.report.edit_allocations(consumer, edit) and sent:
-            self.own.put(consumer, sent[0].allocations)
+        if self.report.edit_allocations(consumer, edit) and sent and own is not None:
+            own.put(consumer, sent[0].allocations)
 
     # -- claims --------------------------------------------------------------------
 
@@ -314,7 +314,7 @@ def _write_new(
     batches, refused = audit.report.write_new_allocations(wanted)
     touched: set[str] = set()
     for batch in batches:
-        audit.own.posted({c: wanted[c].allocations for c in batch})
+        view.own.posted({c: wanted[c].allocations for c in batch})
         for consumer in batch:
             want = wanted[consumer]
             shared = want.on(want.providers - view.owned)

@@ -40,6 +40,7 @@ from agent.model.allocations import (
 )
 from agent.placement.report import ReportClient
 from agent.state.store import StateStore
+from agent.tracker.own_writes import OwnWrites
 
 LOG = logging.getLogger(__name__)
 
@@ -122,6 +123,8 @@ class AuditView:
         owned: the providers of the node the agent owns.
         stored: the record as it was stored (to write only a changed one).
         reads: providers whose allocations were read.
+        own: the audit's own allocation writes of this cycle (kept per node,
+            so nodes audited in parallel do not mix them).
     """
 
     nodename: str
@@ -129,6 +132,7 @@ class AuditView:
     owned: set[str]
     stored: dict[str, Any]
     reads: int = 0
+    own: OwnWrites = field(default_factory=OwnWrites)
 
     @cached_property
     def held(self) -> dict[str, ByProvider]:

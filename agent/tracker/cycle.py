@@ -34,6 +34,7 @@ from oslo_config import cfg
 from agent.model import ownership
 from agent.model.allocations import ConsumerAllocations
 from agent.model.exceptions import AgentError, ReshapeFailed, ReshapeNeeded
+from agent.placement.pool import Pool
 from agent.placement.report import ReportClient
 from agent.shape.planning import cpu_memory_providers
 from agent.state.store import StateStore
@@ -82,6 +83,8 @@ class ResourceTracker:
         self.claims = InstanceClaims(
             driver, report, self.audit, self.sharing, conf.compute.owner_trait
         )
+        # Independent nodes synced as many at once as requests may be in flight.
+        self.nodes = Pool(report.pool.size, name="node")
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         # nodename -> providers of gone hardware kept by the last layout (targeted
@@ -124,9 +127,8 @@ class ResourceTracker:
                 outcome.error = f"driver {type(self.driver).__name__} could not list nodes: {exc}"
                 LOG.error("%s", outcome.error)
                 nodenames = []
-            for nodename in nodenames:
-                with self._lock(nodename):
-                    outcome.nodes.append(self._update_node(nodename, startup))
+            synced = self.nodes.map(lambda n: self._update_node(n, startup), nodenames)
+            outcome.nodes.extend(synced)
         finally:
             client.deadline = None
         outcome.state_error = self.state.save_error or ""
@@ -138,7 +140,8 @@ class ResourceTracker:
     def _update_node(self, nodename: str, startup: bool) -> NodeOutcome:
         node = NodeOutcome(nodename)
         try:
-            self._sync_node(nodename, startup, node)
+            with self._lock(nodename):
+                self._sync_node(nodename, startup, node)
         except (ReshapeNeeded, ReshapeFailed):
             raise
         except Exception as exc:  # one node's failure must not stop the others

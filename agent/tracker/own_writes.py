@@ -22,10 +22,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from agent.model.allocations import ByProvider, ProviderAllocations
 from agent.placement.report import ReportClient
-from agent.tracker.audit_read import AuditRecord
+
+if TYPE_CHECKING:  # audit_read keeps an OwnWrites per view
+    from agent.tracker.audit_read import AuditRecord
 
 
 class OwnWrites:

@@ -1,0 +1,119 @@
+"""One agent, many nodes, synced in parallel (issue #16, the bare-metal case).
+
+Placement runs on MariaDB under two gunicorn workers. An agent of 12 nodes
+at 4 in flight must leave what the same agent one node at a time leaves, in
+the same number of requests, with no node's entry lost from the shared
+state files, and never more requests on the wire than
+``max_concurrent_requests``, although the nodes, the writer and the audit
+all send at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid as uuidlib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agent.placement.report import ReportClient
+from agent.state.store import StateStore
+from agent.tracker.cycle import ResourceTracker
+from drivers.fake import FakeDriver
+from tests.helpers.conf import make_conf
+from tests.helpers.names import unique
+from tests.helpers.placement_http import http_get
+
+NODES = 12
+
+
+def nodes_file(path: Path, prefix: str) -> Path:
+    """``NODES`` flat nodes, each running one instance of its own."""
+    doc = {
+        "nodes": [
+            {
+                "nodename": f"{prefix}-{i:02d}",
+                "cpu": {"vcpus": 32},
+                "memory_mb": 131072,
+                "disk_gb": 1024,
+                "instances": [
+                    {
+                        "uuid": str(uuidlib.uuid4()),
+                        "project_id": "p-bm",
+                        "user_id": "u-bm",
+                        "flavor": {"vcpus": 16, "memory_mb": 65536, "root_gb": 500},
+                    }
+                ],
+            }
+            for i in range(NODES)
+        ]
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+class InFlight:
+    """The most requests seen on the wire at once through one client."""
+
+    def __init__(self, client: Any) -> None:
+        self.now = self.peak = 0
+        self.lock = threading.Lock()
+        real = client.adapter.request
+
+        def counted(*args: Any, **kw: Any) -> Any:
+            with self.lock:
+                self.now += 1
+                self.peak = max(self.peak, self.now)
+            try:
+                return real(*args, **kw)
+            finally:
+                with self.lock:
+                    self.now -= 1
+
+        client.adapter.request = counted
+
+
+def agent(tmp_path: Path, placement: Any, prefix: str, in_flight: int) -> ResourceTracker:
+    conf = make_conf(tmp_path, DEFAULT={"reserved_host_memory_mb": 0})
+    driver = FakeDriver(conf, nodes_file(tmp_path / "nodes.yaml", prefix))
+    state = StateStore(tmp_path / "state")
+    report = ReportClient(
+        placement.client(), state, sleep=lambda _s: None, max_concurrent_requests=in_flight
+    )
+    return ResourceTracker(conf, driver, report, state)
+
+
+def test_nodes_in_parallel_equal_one_at_a_time(tmp_path, served_mariadb):
+    base = served_mariadb.url
+    seq = agent(tmp_path / "1", served_mariadb, unique("seq"), 1)
+    par = agent(tmp_path / "4", served_mariadb, unique("par"), 4)
+    wire = InFlight(par.report.client)
+
+    a, b = seq.update_available_resource(True), par.update_available_resource(True)
+    assert a.ok and b.ok, (a.summary(), b.summary())
+    assert a.requests == b.requests
+    names = par.driver.get_nodenames()
+    assert [n.nodename for n in b.nodes] == names  # in the driver's order
+    assert 2 <= wire.peak <= 4
+
+    # every node's entry is in the shared state files (none lost to another's write)
+    state = StateStore(tmp_path / "4" / "state")
+    assert sorted(state.root_uuids()) == sorted(names)
+    for nodename in names:
+        record = state.consumers(nodename)
+        assert record is not None and len(record["instances"]) == 1, nodename
+        (consumer,) = record["instances"]
+        held = http_get(base, f"/allocations/{consumer}")["allocations"]
+        assert [a["resources"] for a in held.values()] == [
+            {"VCPU": 16, "MEMORY_MB": 65536, "DISK_GB": 500}
+        ]
+
+    # unchanged: the listing and the compute node's allocations per node, either way
+    a, b = seq.update_available_resource(False), par.update_available_resource(False)
+    assert a.ok and b.ok
+    assert a.requests == b.requests == 2 * NODES
+    assert 2 <= wire.peak <= 4
+    par.report.pool.close()
+    par.nodes.close()
