@@ -42,6 +42,25 @@ def own_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+class CpuSplit:
+    """CPU used by Placement, MariaDB and the agent from construction to :meth:`since`."""
+
+    def __init__(self, served: Any) -> None:
+        self.served = served
+        self.start = self._now()
+
+    def _now(self) -> tuple[float, float, float]:
+        served = self.served
+        return server_cpu_seconds(served), database_cpu_seconds(served), own_cpu()
+
+    def since(self, requests: int) -> str:
+        """``CPU ms/request: Placement p, MariaDB d, agent a`` since construction."""
+        spent = [
+            (b - a) * 1000 / max(requests, 1) for a, b in zip(self.start, self._now(), strict=True)
+        ]
+        return "CPU ms/req: Placement {:4.1f}, MariaDB {:4.1f}, agent {:4.1f}".format(*spent)
+
+
 def cold_sync(served: Any, tmp: str, providers: int, in_flight: int) -> tuple[float, int, str]:
     nodename = f"cold-{in_flight}-{uuid.uuid4().hex[:6]}"
     client = served.client()
@@ -99,27 +118,26 @@ def main() -> None:
         base = None
         tree_for_reads = ""
         for n in IN_FLIGHT:
-            cpu, db, agent = server_cpu_seconds(served), database_cpu_seconds(served), own_cpu()
+            cpu = CpuSplit(served)
             seconds, requests, nodename = cold_sync(served, tmp, args.providers, n)
-            cpu = server_cpu_seconds(served) - cpu
-            db, agent = database_cpu_seconds(served) - db, own_cpu() - agent
             base = base or seconds
             tree_for_reads = tree_for_reads or nodename
             print(
                 f"  {n} in flight: {seconds:7.2f} s  {requests:>6} requests  "
-                f"{requests / seconds:6.0f} req/s  CPU s: Placement {cpu:5.1f}, MariaDB "
-                f"{db:5.1f}, agent {agent:5.1f}  speed-up {base / seconds:4.2f}x"
+                f"{requests / seconds:6.0f} req/s  {cpu.since(requests)}  "
+                f"speed-up {base / seconds:4.2f}x"
             )
         if args.consumers:
             allocate(served, tmp, tree_for_reads, args.consumers)
             print(f"get_allocations_for_provider_tree, {args.consumers} consumers:")
             base = None
             for n in IN_FLIGHT:
+                cpu = CpuSplit(served)
                 seconds, requests, found = read_all(served, tmp, tree_for_reads, n)
                 base = base or seconds
                 print(
                     f"  {n} in flight: {seconds:7.2f} s  {requests:>6} requests  "
-                    f"{found} consumers  speed-up {base / seconds:4.2f}x"
+                    f"{found} consumers  {cpu.since(requests)}  speed-up {base / seconds:4.2f}x"
                 )
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
