@@ -46,9 +46,10 @@ AGENT_OPTS: list[cfg.Opt] = [
         default=4,
         min=1,
         max=64,
-        help="Placement requests the agent has in flight at once when it writes or reads "
-        "many independent things (providers of one depth in a cold sync, the "
-        "allocations of many consumers). 4 suits a Placement behind a few API workers: "
+        help="Placement requests the agent has in flight at once, at most, when it writes "
+        "or reads many independent things (providers of one depth in a cold sync, the "
+        "allocations of many consumers, the nodes of a driver with many nodes: that many "
+        "nodes are synced at once). 4 suits a Placement behind a few API workers: "
         "more only queue there. 1 sends one request at a time. The embedded Placement "
         "always gets one at a time (SQLite, one writer).",
     ),
