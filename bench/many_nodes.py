@@ -27,12 +27,10 @@ import contextlib
 import resource
 import tempfile
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-import yaml
 from support.servers import database_cpu_seconds, placement_on_mariadb, server_cpu_seconds
 
 from agent.conf import config
@@ -42,30 +40,7 @@ from agent.placement.report import ReportClient
 from agent.state.store import StateStore
 from agent.tracker.cycle import ResourceTracker
 from drivers.fake import FakeDriver
-
-
-def host_file(path: Path, nodes: int) -> Path:
-    doc = {
-        "nodes": [
-            {
-                "nodename": f"bm-{i:05d}",
-                "cpu": {"vcpus": 32},
-                "memory_mb": 131072,
-                "disk_gb": 1024,
-                "instances": [
-                    {
-                        "uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"bm/{i}")),
-                        "project_id": "p-bm",
-                        "user_id": "u-bm",
-                        "flavor": {"vcpus": 16, "memory_mb": 65536, "root_gb": 500},
-                    }
-                ],
-            }
-            for i in range(nodes)
-        ]
-    }
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
+from tests.helpers.hosts import flat_nodes_file
 
 
 def run(tracker: ResourceTracker, label: str, startup: bool = False, served: object = None) -> None:
@@ -121,7 +96,7 @@ def main() -> None:
         with placement(args.placement, tmp, args.workers) as (client, served):
             defaults = {"state_path": str(tmp / "state"), "reserved_host_memory_mb": 0}
             conf = config.load([], {"DEFAULT": defaults})
-            driver = FakeDriver(conf, host_file(tmp / "hosts.yaml", args.nodes))
+            driver = FakeDriver(conf, flat_nodes_file(tmp / "hosts.yaml", "bm", args.nodes))
             state = StateStore(tmp / "state")
             in_flight = args.in_flight if served is not None else 1
             report = ReportClient(client, state, max_concurrent_requests=in_flight)

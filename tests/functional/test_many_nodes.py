@@ -11,47 +11,19 @@ all send at once.
 from __future__ import annotations
 
 import threading
-import uuid as uuidlib
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from agent.placement.report import ReportClient
 from agent.state.store import StateStore
 from agent.tracker.cycle import ResourceTracker
 from drivers.fake import FakeDriver
 from tests.helpers.conf import make_conf
+from tests.helpers.hosts import flat_nodes_file
 from tests.helpers.names import unique
 from tests.helpers.placement_http import http_get
 
 NODES = 12
-
-
-def nodes_file(path: Path, prefix: str) -> Path:
-    """``NODES`` flat nodes, each running one instance of its own."""
-    doc = {
-        "nodes": [
-            {
-                "nodename": f"{prefix}-{i:02d}",
-                "cpu": {"vcpus": 32},
-                "memory_mb": 131072,
-                "disk_gb": 1024,
-                "instances": [
-                    {
-                        "uuid": str(uuidlib.uuid4()),
-                        "project_id": "p-bm",
-                        "user_id": "u-bm",
-                        "flavor": {"vcpus": 16, "memory_mb": 65536, "root_gb": 500},
-                    }
-                ],
-            }
-            for i in range(NODES)
-        ]
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
 
 
 class InFlight:
@@ -77,7 +49,7 @@ class InFlight:
 
 def agent(tmp_path: Path, placement: Any, prefix: str, in_flight: int) -> ResourceTracker:
     conf = make_conf(tmp_path, DEFAULT={"reserved_host_memory_mb": 0})
-    driver = FakeDriver(conf, nodes_file(tmp_path / "nodes.yaml", prefix))
+    driver = FakeDriver(conf, flat_nodes_file(tmp_path / "nodes.yaml", prefix, NODES))
     state = StateStore(tmp_path / "state")
     report = ReportClient(
         placement.client(), state, sleep=lambda _s: None, max_concurrent_requests=in_flight

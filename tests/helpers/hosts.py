@@ -10,6 +10,7 @@ a device or an instance, ``clone_node``) instead of patching YAML text.
 from __future__ import annotations
 
 import copy
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -113,3 +114,35 @@ def host_file(tmp_path: Path, nodename: str, src: Path = BIG_HOST) -> Path:
     """The example host ``src`` under a nodename of the test's own (the in-process
     Placement database is shared by the session), written to ``tmp_path/NODENAME.yaml``."""
     return HostDescription.load(src).rename(nodename).write(tmp_path / f"{nodename}.yaml")
+
+
+def flat_nodes_file(path: Path, prefix: str, count: int) -> Path:
+    """``count`` flat nodes (the bare-metal shape), each running one instance of its own.
+
+    Nodes ``{prefix}-00000`` ...: 32 VCPUs, 128 GiB (131,072 MiB), 1 TiB
+    (1,024 GiB); the instance takes half of each (16 VCPUs, 65,536 MiB,
+    500 GiB), its UUID derived from ``prefix`` and the node's index.
+    For ``bench/many_nodes.py`` and ``tests/functional/test_many_nodes.py``.
+    """
+    doc = {
+        "nodes": [
+            {
+                "nodename": f"{prefix}-{i:05d}",
+                "cpu": {"vcpus": 32},
+                "memory_mb": 131072,
+                "disk_gb": 1024,
+                "instances": [
+                    {
+                        "uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{prefix}/{i}")),
+                        "project_id": "p-bm",
+                        "user_id": "u-bm",
+                        "flavor": {"vcpus": 16, "memory_mb": 65536, "root_gb": 500},
+                    }
+                ],
+            }
+            for i in range(count)
+        ]
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path

@@ -1,22 +1,28 @@
 """The HTTP session reads the proxy environment once per host (agent/placement/http.py).
 
-The proxy cases run through keystoneauth and ``requests`` to a real HTTP
-server on loopback standing in for the proxy: what arrives there is what a
-proxy would see (an absolute URI in the request line).
+The proxy cases run the agent's client (keystoneauth, ``requests``) in a
+process of its own against a real HTTP server on loopback standing in for
+the proxy: what arrives there is what a proxy would see (an absolute URI in
+the request line).
 """
 
 from __future__ import annotations
 
 import http.server
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
 import requests
 
-from agent.placement.client import PlacementClient
 from agent.placement.http import environment_once
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 class _Recorder(http.server.BaseHTTPRequestHandler):
@@ -101,28 +107,43 @@ def test_answers_are_copies(monkeypatch: pytest.MonkeyPatch) -> None:
     )
 
 
-def test_client_goes_through_the_proxy_from_the_environment(
-    proxy: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("HTTP_PROXY", proxy)
-    monkeypatch.delenv("NO_PROXY", raising=False)
-    monkeypatch.delenv("no_proxy", raising=False)
-    client = PlacementClient.for_endpoint("http://placement.invalid:8778", retries=0)
-    client.get("/resource_providers")
-    client.get("/resource_providers")
+CLIENT = """
+import sys
+from agent.placement.client import PlacementClient
+client = PlacementClient.for_endpoint(sys.argv[1], retries=0)
+client.get("/resource_providers")
+client.get("/resource_providers")
+"""
+
+
+def run_client(endpoint: str, **env: str) -> None:
+    """The agent's client in a process of its own, with ``env`` as its environment's proxies.
+
+    A separate process: the test session's in-process Placement patches
+    urllib3's connection classes (wsgi-intercept), which cannot speak to a proxy.
+    """
+    clean = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    done = subprocess.run(
+        [sys.executable, "-c", CLIENT, endpoint],
+        env={**clean, **env},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_client_goes_through_the_proxy_from_the_environment(proxy: str) -> None:
+    run_client("http://placement.invalid:8778", HTTP_PROXY=proxy)
     # every request (the root document included) went to the proxy, by absolute URI
     assert _Recorder.seen[-2:] == ["http://placement.invalid:8778/resource_providers"] * 2
     assert all(p.startswith("http://placement.invalid:8778/") for p in _Recorder.seen)
 
 
-def test_client_bypasses_the_proxy_for_no_proxy_hosts(
-    proxy: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("HTTP_PROXY", "http://proxy.invalid:3128")  # unreachable: must not be used
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    client = PlacementClient.for_endpoint(proxy, retries=0)
-    client.get("/resource_providers")
-    client.get("/resource_providers")
+def test_client_bypasses_the_proxy_for_no_proxy_hosts(proxy: str) -> None:
+    # the proxy named is unreachable: a request sent to it would fail
+    run_client(proxy, HTTP_PROXY="http://proxy.invalid:3128", NO_PROXY="127.0.0.1")
     # straight to the server (a relative request line), never to the proxy
     assert _Recorder.seen[-2:] == ["/resource_providers"] * 2
     assert all(p.startswith("/") for p in _Recorder.seen)
