@@ -42,6 +42,9 @@ def test_benchmark_runs(name):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "peak RSS" in done.stdout or "large fixture" in done.stdout, done.stdout[-2000:]
+    if name == "many_nodes.py":
+        # every cycle of the small run completes ("ok"), none "NOT OK"
+        assert done.stdout.count("  ok  ") == 5 and "NOT OK" not in done.stdout, done.stdout
     if name == "tracker.py":
         summary = [line for line in done.stdout.splitlines() if "unchanged cycle" in line]
         assert len(summary) == 2, done.stdout
@@ -49,3 +52,18 @@ def test_benchmark_runs(name):
             used, target = line.split(" requests (target <= ")
             assert int(used.split()[-1]) <= int(target.split(")")[0]), line
             assert "healed in 1 cycle(s) warm, 1 after a restart" in line, line
+
+
+def test_many_nodes_runs_on_mariadb():
+    """The served mode: placement-serve on MariaDB, nodes synced in parallel, CPU printed."""
+    args = ["--nodes", "3", "--placement", "mariadb", "--in-flight", "2"]
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "many_nodes.py"), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("  ok  ") == 5 and "NOT OK" not in done.stdout, done.stdout
+    assert done.stdout.count("CPU ms/request: Placement") == 5, done.stdout
