@@ -26,7 +26,7 @@ import uuid
 from typing import Any
 
 from support.reads import timed_tree_read
-from support.servers import database_cpu_seconds, placement_on_mariadb, server_cpu_seconds
+from support.servers import CpuSplit, placement_on_mariadb
 from sync import desired
 
 from agent.model.allocations import ConsumerAllocations
@@ -36,29 +36,10 @@ from agent.state.store import StateStore
 IN_FLIGHT = (1, 2, 4, 8)
 
 
-def own_cpu() -> float:
-    """CPU seconds this process (the agent's side) used so far."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-class CpuSplit:
-    """CPU used by Placement, MariaDB and the agent from construction to :meth:`since`."""
-
-    def __init__(self, served: Any) -> None:
-        self.served = served
-        self.start = self._now()
-
-    def _now(self) -> tuple[float, float, float]:
-        served = self.served
-        return server_cpu_seconds(served), database_cpu_seconds(served), own_cpu()
-
-    def since(self, requests: int) -> str:
-        """``CPU ms/request: Placement p, MariaDB d, agent a`` since construction."""
-        spent = [
-            (b - a) * 1000 / max(requests, 1) for a, b in zip(self.start, self._now(), strict=True)
-        ]
-        return "CPU ms/req: Placement {:4.1f}, MariaDB {:4.1f}, agent {:4.1f}".format(*spent)
+def cpu_line(cpu: CpuSplit, requests: int) -> str:
+    """``CPU ms/req: Placement p, MariaDB d, agent a`` since ``cpu`` was made."""
+    spent = cpu.per_request(requests)
+    return "CPU ms/req: Placement {:4.1f}, MariaDB {:4.1f}, agent {:4.1f}".format(*spent)
 
 
 def cold_sync(served: Any, tmp: str, providers: int, in_flight: int) -> tuple[float, int, str]:
@@ -124,7 +105,7 @@ def main() -> None:
             tree_for_reads = tree_for_reads or nodename
             print(
                 f"  {n} in flight: {seconds:7.2f} s  {requests:>6} requests  "
-                f"{requests / seconds:6.0f} req/s  {cpu.since(requests)}  "
+                f"{requests / seconds:6.0f} req/s  {cpu_line(cpu, requests)}  "
                 f"speed-up {base / seconds:4.2f}x"
             )
         if args.consumers:
@@ -137,7 +118,7 @@ def main() -> None:
                 base = base or seconds
                 print(
                     f"  {n} in flight: {seconds:7.2f} s  {requests:>6} requests  "
-                    f"{found} consumers  {cpu.since(requests)}  speed-up {base / seconds:4.2f}x"
+                    f"{found} consumers  {cpu_line(cpu, requests)}  speed-up {base / seconds:4.2f}x"
                 )
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 

@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-from support.servers import database_cpu_seconds, placement_on_mariadb, server_cpu_seconds
+from support.servers import CpuSplit, placement_on_mariadb
 
 from agent.conf import config
 from agent.placement.client import PlacementClient
@@ -46,7 +46,7 @@ from tests.helpers.hosts import flat_nodes_file
 def run(tracker: ResourceTracker, label: str, startup: bool = False, served: object = None) -> None:
     client = tracker.report.client
     before = Counter(client.counts)
-    cpu = _cpu(served)
+    cpu = CpuSplit(served) if served is not None else None
     start = time.perf_counter()
     outcome = tracker.update_available_resource(startup)
     seconds = time.perf_counter() - start
@@ -56,21 +56,13 @@ def run(tracker: ResourceTracker, label: str, startup: bool = False, served: obj
     state = "ok" if outcome.ok else f"NOT OK: {outcome.summary()}"
     requests = sum(delta.values())
     print(f"  {label:<22} {requests:>6} requests {seconds:8.2f} s  {state}  [{top}]")
-    if served is not None and requests:
-        spent = [(b - a) * 1000 / requests for a, b in zip(cpu, _cpu(served), strict=True)]
+    if cpu is not None and requests:
+        spent = cpu.per_request(requests)
         cores = requests * (spent[0] + spent[1]) / 1000 / 2.0
         print(
             "    CPU ms/request: Placement {:.1f}, MariaDB {:.1f}, agent {:.1f}; ".format(*spent)
             + f"Placement + MariaDB need {cores:.1f} cores to serve this cycle in 2 s"
         )
-
-
-def _cpu(served: object) -> tuple[float, float, float]:
-    if served is None:
-        return (0.0, 0.0, 0.0)
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    agent = usage.ru_utime + usage.ru_stime
-    return server_cpu_seconds(served), database_cpu_seconds(served), agent  # type: ignore[arg-type]
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ both, so a benchmark measures the server the tests check.
 from __future__ import annotations
 
 import contextlib
+import resource
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -64,3 +65,28 @@ def cpu_seconds(pid: int) -> float:
             t = p.cpu_times()
             total += t.user + t.system
     return total
+
+
+def own_cpu_seconds() -> float:
+    """CPU seconds (user + system) this process, the agent's side, used so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class CpuSplit:
+    """CPU used by Placement, MariaDB and this process (the agent) since construction."""
+
+    def __init__(self, served: ServedPlacement) -> None:
+        self.served = served
+        self.start = self._now()
+
+    def _now(self) -> tuple[float, float, float]:
+        served = self.served
+        return server_cpu_seconds(served), database_cpu_seconds(served), own_cpu_seconds()
+
+    def per_request(self, requests: int) -> tuple[float, float, float]:
+        """``(Placement, MariaDB, agent)`` CPU ms per request since construction."""
+        now = self._now()
+        return tuple(  # type: ignore[return-value]
+            (b - a) * 1000 / max(requests, 1) for a, b in zip(self.start, now, strict=True)
+        )
