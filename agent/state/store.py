@@ -119,9 +119,8 @@ class StateStore:
         # node: without this, an agent of 1,000 nodes parsed each file 1,000 times a
         # cycle. A write renames a new file in (a new inode), so a stale key cannot match.
         self._parsed: dict[str, tuple[tuple[int, int, int], Any]] = {}
-        # Each file holds every node: nodes synced in parallel must not lose each
-        # other's entry between a read and the write that follows it.
-        self._lock = threading.RLock()
+        # Held around every read-modify-write of a file (:meth:`_set_entry`).
+        self._lock = threading.Lock()
 
     def _read(self, name: str) -> Any | None:
         """The document of file ``name`` (parsed once per version of the file); do not mutate it."""
@@ -171,6 +170,27 @@ class StateStore:
             LOG.info("state directory %s is writable again", self.path)
             self.save_error = None
         return True
+
+    def _set_entry(self, nodename: str, value: Any, name: str, *copies: str) -> None:
+        """Set ``nodename``'s entry of file ``name`` (read from the first of ``name``,
+        ``copies`` that holds a document), then write ``name`` and each copy in turn.
+
+        Under the store's lock: each file holds every node, and nodes synced in
+        parallel must not lose each other's entry between the read and the write.
+        One file after the other, each only once the one before it is written:
+        a crash leaves at least one of them whole.
+        """
+        with self._lock:
+            doc = None
+            for source in (name, *copies):
+                doc = self._read(source)
+                if isinstance(doc, dict):
+                    break
+            doc = dict(doc) if isinstance(doc, dict) else {}  # the parsed one is shared
+            doc[nodename] = value
+            for target in (name, *copies):
+                if not self._write(target, doc):
+                    return
 
     def root_uuids(self) -> dict[str, str]:
         """``{nodename: UUID}`` of every compute node recorded; invalid entries are dropped."""
@@ -225,11 +245,7 @@ class StateStore:
 
         A failure to write is logged and kept in :attr:`save_error`.
         """
-        with self._lock:
-            doc = self._read(PLACEMENT_SEEN_FILE)
-            doc = dict(doc) if isinstance(doc, dict) else {}  # the parsed one is shared
-            doc[nodename] = records
-            self._write(PLACEMENT_SEEN_FILE, doc)
+        self._set_entry(nodename, records, PLACEMENT_SEEN_FILE)
 
     def consumers(self, nodename: str) -> dict[str, Any] | None:
         """The allocation audit's record of ``nodename``, or None.
@@ -250,15 +266,7 @@ class StateStore:
 
         A failure to write is logged and kept in :attr:`save_error`.
         """
-        with self._lock:
-            doc = self._read(CONSUMERS_FILE)
-            if not isinstance(doc, dict):
-                doc = self._read(CONSUMERS_COPY)
-            doc = dict(doc) if isinstance(doc, dict) else {}  # the parsed one is shared
-            doc[nodename] = record
-            # One after the other: a crash leaves at least one of them whole.
-            if self._write(CONSUMERS_FILE, doc):
-                self._write(CONSUMERS_COPY, doc)
+        self._set_entry(nodename, record, CONSUMERS_FILE, CONSUMERS_COPY)
 
     def last_cycle(self) -> dict[str, Any] | None:
         """The outcome of the service's last cycle (``CycleOutcome.to_json``), or None."""
