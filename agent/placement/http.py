@@ -14,7 +14,6 @@ as they were when the agent first spoke to that host.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -36,8 +35,9 @@ class _Memo:
     def __init__(self, session: requests.Session) -> None:
         self.session = session
         self.merge = session.merge_environment_settings
+        # No lock: a dict's get and set are atomic, and two threads merging the
+        # same destination at once only compute the same answer twice.
         self.merged: dict[tuple[Any, ...], dict[str, Any]] = {}
-        self.lock = threading.Lock()
 
     def __call__(
         self, url: str, proxies: Any, stream: Any, verify: Any, cert: Any
@@ -47,14 +47,11 @@ class _Memo:
         given = (parts.scheme, parts.netloc, proxies, stream, verify, cert)
         own = (s.proxies, s.verify, s.cert, s.trust_env)
         key = tuple(_hashable(v) for v in (*given, *own))
-        with self.lock:
-            merged = self.merged.get(key)
+        merged = self.merged.get(key)
         if merged is None:
             # requests adds the environment's proxies to the dict it is given
-            given = dict(proxies) if proxies is not None else None
-            merged = self.merge(url, given, stream, verify, cert)
-            with self.lock:
-                self.merged[key] = merged
+            mine = dict(proxies) if proxies is not None else None
+            merged = self.merged[key] = self.merge(url, mine, stream, verify, cert)
         # a fresh copy each call: requests changes what it is given
         return {**merged, "proxies": dict(merged["proxies"])}
 
