@@ -25,7 +25,7 @@ Rules (Placement API reference, DESIGN.md "Placement facts"):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -158,6 +158,8 @@ def merge_ours(
     want: ConsumerAllocations,
     ours: Iterable[str],
     keep: Iterable[str] = (),
+    *,
+    produces: Collection[str] | None = None,
 ) -> ConsumerAllocations:
     """``want``'s part on this agent's providers written over ``held``, everything else kept.
 
@@ -176,6 +178,11 @@ def merge_ours(
         ours: the providers whose part the agent decides (its own tree's
             providers it owns, and a sharing provider it allocated on).
         keep: providers in ``ours`` whose part stays as held.
+        produces: the resource classes the writer's planner produces; a class
+            held on ``ours`` that is not among them (a flavor's
+            ``resources:CUSTOM_*``, a VGPU the import does not plan) is kept
+            as held (issue #26: never dropped from a consumer). None: every
+            class on ``ours`` is decided.
 
     Returns:
         The consumer to write: ``held``'s generation, ``want``'s owner and type
@@ -186,6 +193,11 @@ def merge_ours(
     for rp, amounts in want.allocations.items():
         if rp not in set(keep):
             merged[rp] = dict(amounts)
+    if produces is not None:
+        for rp, amounts in held.on(decided).items():
+            for rc, n in amounts.items():
+                if rc not in produces:
+                    merged.setdefault(rp, {})[rc] = n
     return ConsumerAllocations(
         allocations=clean_by_provider(merged),
         project_id=want.project_id or held.project_id,

@@ -12,6 +12,7 @@ generation, which Placement refuses for any consumer it knows
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
@@ -21,13 +22,24 @@ from agent.model.allocations import MIGRATION, ConsumerAllocations, ProviderAllo
 from agent.placement import endpoints
 from agent.placement.client import PlacementClient
 from agent.placement.conflicts import retry_on_conflict
-from agent.placement.errors import Conflict, GenerationConflict, NotFound
+from agent.placement.errors import GenerationConflict, NotFound, PlacementError
 from agent.placement.pool import Pool
 
 LOG = logging.getLogger(__name__)
 
 Edit = Callable[[ConsumerAllocations], ConsumerAllocations | None]
 """What Placement holds for a consumer -> what to write, or None for "nothing to do"."""
+
+_EMPTY_CONSUMER = re.compile(r"expected (\d+) but got None")
+"""Placement's 409 for a consumer it keeps with no allocations (placement's
+``handlers/util.py`` ``ensure_consumer``): ``GET /allocations/{c}`` then shows no
+generation, yet a write must carry the one it names."""
+
+
+def _hidden_generation(exc: GenerationConflict) -> int | None:
+    """The generation of an empty consumer Placement keeps, named in its 409; else None."""
+    match = _EMPTY_CONSUMER.search(exc.detail)
+    return int(match.group(1)) if match else None
 
 
 def provider_allocations(client: PlacementClient, uuid: str) -> ProviderAllocations:
@@ -126,7 +138,7 @@ class Consumers:
                 user_id=wanted.user_id or current.user_id,
             ).to_placement()
             try:
-                endpoints.put_consumer_allocations(self.client, consumer, body)
+                self._put(consumer, body)
             except NotFound:
                 return False
             return True
@@ -135,12 +147,42 @@ class Consumers:
             attempt, retries=self.conflict_retries, sleep=self.sleep, what=f"consumer {consumer}"
         )
 
-    def remove_from(self, consumer: str, providers: set[str]) -> bool:
+    def _put(self, consumer: str, body: dict[str, Any]) -> None:
+        """``PUT /allocations/{consumer}``; an empty consumer's hidden generation is used.
+
+        Placement may keep a consumer with no allocations (a write that
+        failed after the consumer was created): its ``GET`` shows no
+        generation, and a write with none is refused 409 "expected N but got
+        None". The write is sent once more with N, the generation Placement
+        named: the consumer held nothing, so nothing is overwritten.
+        """
+        try:
+            endpoints.put_consumer_allocations(self.client, consumer, body)
+        except GenerationConflict as exc:
+            hidden = _hidden_generation(exc) if body.get("consumer_generation") is None else None
+            if hidden is None:
+                raise
+            LOG.info("consumer %s: empty in Placement at generation %d", consumer, hidden)
+            endpoints.put_consumer_allocations(
+                self.client, consumer, {**body, "consumer_generation": hidden}
+            )
+
+    def remove_from(
+        self,
+        consumer: str,
+        providers: set[str],
+        keep_if: Callable[[ConsumerAllocations], bool] | None = None,
+    ) -> bool:
         """Remove ``consumer``'s allocations on ``providers``, keeping the rest.
 
         A migration record (consumer type ``MIGRATION``) is never touched:
         nova holds the source host's part of a migration on it and gives it
         back itself. A consumer Placement does not know is fine.
+
+        Args:
+            keep_if: called with what Placement holds (owner, type) just
+                before the write; True leaves the consumer alone (the audit's
+                guard for nova's untyped migration records).
 
         Returns:
             True when something was removed.
@@ -151,6 +193,8 @@ class Consumers:
 
         def edit(held: ConsumerAllocations) -> ConsumerAllocations | None:
             if held.consumer_type == MIGRATION or not held.providers & providers:
+                return None
+            if keep_if is not None and keep_if(held):
                 return None
             return held.with_allocations(held.without(providers))
 
@@ -173,8 +217,10 @@ class Consumers:
         the whole batch (409, nothing written) when any of them exists
         already, so nothing it holds elsewhere (a migration's source host, a
         network agent's bandwidth) is ever replaced, and also when one does
-        not fit. The consumers of a refused batch are returned for the
-        caller's one-by-one read-edit-write (:meth:`edit`), which merges.
+        not fit, or (400, 404) when a provider of one is gone. The consumers
+        of a batch refused with any 4xx are returned for the caller's
+        one-by-one read-edit-write (:meth:`edit`), which merges and fails
+        only the consumer at fault.
 
         Args:
             wanted: ``{consumer: its allocations}`` (owner and type set).
@@ -185,7 +231,7 @@ class Consumers:
 
         Raises:
             PlacementUnavailable: Placement cannot be reached.
-            PlacementError: another refusal than a 409.
+            PlacementError: a refusal other than a 4xx.
         """
         written: list[list[str]] = []
         refused: list[str] = []
@@ -195,7 +241,9 @@ class Consumers:
             body = {c: replace(a, generation=None).to_placement() for c, a in batch.items()}
             try:
                 endpoints.post_allocations(self.client, body)
-            except (GenerationConflict, Conflict) as exc:
+            except PlacementError as exc:
+                if not 400 <= exc.status < 500:
+                    raise
                 LOG.info("%d consumers not written together (%s); one by one", len(batch), exc)
                 refused.extend(batch)
                 continue

@@ -255,11 +255,17 @@ class ReportClient:
         """
         return self.consumers.delete(consumer)
 
-    def remove_allocations_from(self, consumer: str, providers: set[str]) -> bool:
+    def remove_allocations_from(
+        self,
+        consumer: str,
+        providers: set[str],
+        keep_if: Callable[[ConsumerAllocations], bool] | None = None,
+    ) -> bool:
         """Remove ``consumer``'s allocations on ``providers`` (this host's), keeping the rest.
 
         An instance that moved to another host keeps its allocations there;
-        a migration record is never touched (:meth:`Consumers.remove_from`).
+        a migration record is never touched, nor a consumer ``keep_if``
+        (called with what Placement holds) says to keep (:meth:`Consumers.remove_from`).
 
         Returns:
             True when something was removed.
@@ -267,7 +273,7 @@ class ReportClient:
         Raises:
             GenerationConflict: the consumer kept changing under us.
         """
-        return self.consumers.remove_from(consumer, providers)
+        return self.consumers.remove_from(consumer, providers, keep_if)
 
     def provider_allocations(self, uuid: str) -> ProviderAllocations:
         """``GET /resource_providers/{uuid}/allocations``: every consumer on one provider."""

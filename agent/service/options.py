@@ -46,6 +46,17 @@ DEFAULT_OPTS: list[cfg.Opt] = [
         "joins the same update. Adds this much to every event's latency.",
     ),
     cfg.IntOpt(
+        "instance_build_timeout",
+        default=0,
+        min=0,
+        help="Seconds an instance claimed through the agent (the fake driver's spawn, "
+        "ResourceTracker.instance_claim) may go unlisted by the driver before its claim "
+        "is given back. Until then the claim is 'claimed, building' and the audit keeps "
+        "it. nova's option of this name (its build timeout); 0, as in nova, never gives "
+        "a claim back on time alone: only when the instance is listed and then gone, or "
+        "its spawn is aborted.",
+    ),
+    cfg.IntOpt(
         "status_max_age",
         min=1,
         help="'compute-agent status' reports the last cycle as stale when it finished "
@@ -62,7 +73,20 @@ COMPUTE_OPTS: list[cfg.Opt] = [
         "an instance (an instance still being built, a migration, another service's "
         "consumer) are removed from this host's providers. 0, the default, never "
         "removes them: only the allocations of instances that were on this host and "
-        "are gone are removed.",
+        "are gone are removed. Even when set, a consumer whose project and user are those "
+        "of an instance listed on this host, or any while an instance listed here is "
+        "moving, is kept: nova's migration records carry no consumer type and hold the "
+        "source host's share during a resize or live migration (docs/service.md).",
+    ),
+    cfg.BoolOpt(
+        "rewrite_differing_allocations",
+        default=False,
+        help="Rewrite an instance's allocation on this host when it differs from what the "
+        "agent plans from the driver (drift). Off by default, as nova-manage placement "
+        "heal_allocations leaves existing allocations: nova's scheduler wrote them, and "
+        "drift is logged once with both sides, counted "
+        "(compute_agent_allocation_drift) and reported by 'compute-agent show --check'. "
+        "Missing allocations are always written, and gone instances' removed.",
     ),
 ]
 

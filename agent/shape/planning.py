@@ -61,6 +61,23 @@ def cpu_memory_providers(tree: ProviderTree, providers: Iterable[str]) -> set[st
     return {u for u in providers if CPU_MEMORY_CLASSES & set(tree.data(u).inventory)}
 
 
+def planned_classes(tree: ProviderTree, providers: Iterable[str]) -> frozenset[str]:
+    """The resource classes :func:`plan_allocations` can give an instance on ``providers``.
+
+    VCPU, PCPU, MEMORY_MB and DISK_GB, and the classes of the device
+    providers among ``providers`` (one unit per VF, whole device or mdev).
+    Any other class an instance holds there (a flavor's ``resources:CUSTOM_*``
+    on the compute node) is not the planner's: a write keeps it as held
+    (:func:`agent.model.allocations.merge_ours`, ``produces``).
+    """
+    classes = set(CPU_MEMORY_CLASSES | {"DISK_GB"})
+    for uuid in providers:
+        inventory = set(tree.data(uuid).inventory)
+        if not inventory & CPU_MEMORY_CLASSES:
+            classes |= inventory
+    return frozenset(classes)
+
+
 def cpu_class(instance: Instance) -> str:
     """``PCPU`` for an instance with dedicated CPUs, else ``VCPU`` (nova's flavor rule)."""
     return "PCPU" if instance.pinned else "VCPU"

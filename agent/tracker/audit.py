@@ -1,24 +1,32 @@
-"""The allocation audit: what every instance should hold against what Placement holds.
+"""The allocation audit: each consumer of a node in one state, and each state's one rule.
 
-Rules (resource-providers-allocations.txt; docs/service.md "Allocation audit"):
+The agent is one writer among several (nova's scheduler and conductor,
+neutron, cyborg): it heals what is missing, removes what is provably gone,
+and never undoes another writer's work. The states and their evidence are
+:mod:`agent.tracker.consumer_record`'s (docs/service.md, "Allocation
+audit"); the rules:
 
-- An instance of this host gets the allocation the driver's layout gives it
-  (:func:`agent.shape.planning.plan_allocations`). A missing or different one is
-  written with the consumer's generation. Parts it holds on providers that
-  are not this agent's (outside the tree, or a child without the owner
-  trait, e.g. a network agent's bandwidth provider) are kept as they are
-  (:func:`agent.model.allocations.merge_ours`).
-- An instance that was on this host and is gone loses this host's part of
-  its allocations (its allocations elsewhere stay). It stays known until
-  the removal is confirmed, so a failed removal is tried again.
-- A consumer this agent never saw as an instance (an instance being built,
-  another service) is left alone, unless ``[compute]
-  remove_unknown_allocations_after`` is set and that many seconds passed
-  since it was first seen. A migration record (consumer type ``MIGRATION``)
-  is always left alone.
+- *instance here*: a missing allocation is written (heal): many per ``POST
+  /allocations`` with a null consumer generation, which Placement refuses
+  for a consumer it knows, so nothing is ever replaced blindly; a refused
+  batch is written one by one with the merging write, which keeps parts on
+  providers that are not this agent's. An allocation that *differs* from
+  the plan is drift: logged once with both sides, counted, reported by
+  ``show --check``, and rewritten only with ``[compute]
+  rewrite_differing_allocations``. A resource class the plan does not
+  produce is never dropped (:func:`~agent.model.allocations.merge_ours`).
+- *moving*: nothing is written for it.
+- *claimed, building*: kept.
+- *gone*: this host's part is removed (other hosts' parts stay), tried again
+  every cycle until Placement confirms it.
+- *not an instance*: left alone; removed after ``[compute]
+  remove_unknown_allocations_after`` only when no evidence says it may be a
+  migration record (:func:`agent.tracker.evidence.keep_unknown`).
 
-What is read each cycle, and why, is :mod:`agent.tracker.audit_read`'s
-(:func:`~agent.tracker.audit_read.refresh`); this module writes and removes.
+The record is saved before the first write (write-ahead) and after every
+batch of writes, so a failure at any instant leaks nothing. A write refused
+for one consumer (400, 404, 409 after the retries) fails that consumer
+only. What is read each cycle is :mod:`agent.tracker.audit_read`'s.
 """
 
 from __future__ import annotations
@@ -37,7 +45,9 @@ from agent.model.allocations import (
 from agent.placement.errors import PlacementError
 from agent.placement.report import ReportClient
 from agent.state.store import StateStore
-from agent.tracker.audit_read import AuditRecord, AuditView
+from agent.tracker import evidence
+from agent.tracker.audit_read import AuditView
+from agent.tracker.consumer_record import ConsumerRecord, ConsumerStatus, State
 from agent.tracker.own_writes import OwnWrites
 
 LOG = logging.getLogger(__name__)
@@ -50,16 +60,40 @@ class AuditResult:
     Attributes:
         written: consumers whose allocations were written.
         removed: consumers whose allocations on this host were removed.
-        unknown: consumers left alone because the agent does not know them.
+        unknown: consumers left alone because they are not instances here.
+        moving: instances listed here that nova is moving (nothing written).
+        drift: instances whose allocation differs from the plan (not rewritten
+            unless ``rewrite_differing_allocations``).
         reads: providers whose allocations were read from Placement.
-        errors: one line per allocation that could not be written.
+        errors: one line per consumer whose write failed (retried next cycle).
+        statuses: every consumer's state and why (``show``, metrics).
     """
 
     written: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
+    moving: list[str] = field(default_factory=list)
+    drift: list[str] = field(default_factory=list)
     reads: int = 0
     errors: list[str] = field(default_factory=list)
+    statuses: list[ConsumerStatus] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class AuditRules:
+    """The operator's choices the audit follows.
+
+    Attributes:
+        remove_unknown_after: seconds (``[compute] remove_unknown_allocations_after``);
+            0 never removes unknown consumers.
+        build_grace: seconds (``[DEFAULT] instance_build_timeout``) a claim may go
+            unlisted; 0 keeps it until listed or given back.
+        rewrite_drift: ``[compute] rewrite_differing_allocations``.
+    """
+
+    remove_unknown_after: int = 0
+    build_grace: int = 0
+    rewrite_drift: bool = False
 
 
 class AllocationAudit:
@@ -67,9 +101,8 @@ class AllocationAudit:
 
     Args:
         report: the Placement façade.
-        state: where the per-node :class:`AuditRecord` is kept.
-        remove_unknown_after: seconds (``[compute] remove_unknown_allocations_after``);
-            0 never removes unknown consumers.
+        state: where the per-node :class:`ConsumerRecord` is kept.
+        rules: the operator's choices.
         clock: seconds since the epoch (tests pass their own).
     """
 
@@ -77,159 +110,349 @@ class AllocationAudit:
         self,
         report: ReportClient,
         state: StateStore,
-        remove_unknown_after: int = 0,
+        rules: AuditRules | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.report = report
         self.state = state
-        self.remove_unknown_after = remove_unknown_after
+        self.rules = rules or AuditRules()
         self.clock = clock
 
-    def record(self, nodename: str) -> AuditRecord:
+    def record(self, nodename: str) -> ConsumerRecord:
         """The stored record of ``nodename`` (empty when there is none)."""
-        return AuditRecord.from_json(self.state.consumers(nodename))
+        return ConsumerRecord.from_json(self.state.consumers(nodename))
 
-    def save(self, nodename: str, record: AuditRecord) -> None:
+    def save(self, nodename: str, record: ConsumerRecord) -> None:
         """Store ``record`` for ``nodename``."""
         self.state.set_consumers(nodename, record.to_json())
 
-    # -- writing -----------------------------------------------------------------
+    def view(self, nodename: str, owned: set[str], tree: Iterable[str]) -> AuditView:
+        """The node's record as last saved, as a view, without reading Placement (targeted updates).
+
+        Args:
+            owned: the node's providers the agent owns.
+            tree: every provider of the node's tree.
+        """
+        stored = self.state.consumers(nodename) or {}
+        record = ConsumerRecord.from_json(stored)
+        return AuditView(nodename, record, set(owned), stored, frozenset(tree) | set(owned))
+
+    def checkpoint(self, view: AuditView) -> None:
+        """Save the view's record when it changed since last stored (write-ahead)."""
+        doc = view.record.to_json()
+        if doc != view.stored:
+            self.save(view.nodename, view.record)
+            view.stored = doc
+
+    # -- the audit ---------------------------------------------------------------
 
     def reconcile(
         self,
         view: AuditView,
         expected: Mapping[str, ConsumerAllocations],
-        instances: set[str],
+        present: set[str],
         keep: set[str] | frozenset[str] = frozenset(),
+        owners: Mapping[str, evidence.Owner] | None = None,
+        unreadable: set[str] | frozenset[str] = frozenset(),
     ) -> AuditResult:
-        """Write what differs between ``expected`` and ``view``; remove what is gone.
+        """Put every consumer of the node in its state and apply that state's rule.
 
         Args:
             view: from :func:`agent.tracker.audit_read.refresh` of this cycle.
-            expected: ``{consumer: ConsumerAllocations}`` from the driver
-                (``ComputeDriver.expected_allocations``).
-            instances: every instance UUID the driver lists on the node
-                (including those that use nothing).
+            expected: ``{consumer: ConsumerAllocations}`` planned from the driver.
+            present: every instance UUID the driver lists on the node
+                (including those that use nothing, and those it cannot read).
             keep: owned providers whose existing allocations stay as they are
                 (hardware that is gone while instances still use it).
+            owners: ``{instance: (project_id, user_id)}`` of the listed
+                instances (the migration-record guard).
+            unreadable: listed instances the driver could not read: neither
+                written nor removed until they can be read again.
 
         Returns:
             An :class:`AuditResult`; failures of single consumers are in
             ``errors`` and do not stop the audit.
 
         Raises:
-            PlacementUnavailable: Placement cannot be reached (the cycle fails).
+            PlacementUnavailable: Placement cannot be reached (the cycle
+                fails; what was written is in the saved record).
         """
         result = AuditResult(reads=view.reads)
         record = view.record
-        touched: set[str] = set()
-        held = view.held
-        # Held nowhere we know of: believed new, written many at a time.
-        new = {
-            c: w
-            for c, w in expected.items()
-            if w.allocations and not held.get(c) and c not in record.shared
-        }
-        touched |= _write_new(self, view, new, keep, result)
-        for consumer, want in expected.items():
-            if consumer not in new:
-                touched |= self._heal(view, consumer, want, held.get(consumer, {}), keep, result)
-        failed: set[str] = set()
-        for consumer in sorted(set(held) | (record.instances - instances)):
-            if consumer not in instances:
-                touched |= self._remove(view, consumer, instances, held, result, failed)
-        record.instances = set(instances) | failed
-        record.shared = {c: a for c, a in record.shared.items() if c in record.instances}
-        record.unknown = {c: t for c, t in record.unknown.items() if c in held}
-        record.migrations &= set(held)
+        record.statuses.clear()
+        record.listed(present)
+        expired = record.expire_claims(self.clock(), self.rules.build_grace)
+        for consumer in expired:
+            LOG.warning("instance %s: claimed but never listed; claim given back", consumer)
+        self.checkpoint(view)  # every listed instance is recorded before any write
+        for consumer in sorted(unreadable):
+            record.status(consumer, State.HERE, "listed but unreadable: left as Placement holds it")
+        touched = self._instances(view, expected, present - set(unreadable), keep, result)
+        touched |= self.remove_gone(view, result)
+        for consumer, when in sorted(record.claims.items()):
+            record.status(consumer, State.BUILDING, f"claimed at {when:.0f}, not listed yet")
+        touched |= self._foreign(view, present, owners or {}, result)
+        record.settle(present, view.held)
         # Our own writes moved these generations: read them again next time,
         # unless one listing proves nobody else wrote them (agent.tracker.own_writes).
         proven = view.own.confirm(self.report, view.nodename, record)
         for rp in (touched & set(record.held)) - proven:
             record.held[rp] = ProviderAllocations(None, record.held[rp].consumers)
-        if record.to_json() != view.stored:  # a steady host writes nothing
-            self.save(view.nodename, record)
+        self.checkpoint(view)
+        result.statuses = [record.statuses[c] for c in sorted(record.statuses)]
         return result
 
-    def _heal(
+    def _instances(
+        self,
+        view: AuditView,
+        expected: Mapping[str, ConsumerAllocations],
+        present: set[str],
+        keep: set[str] | frozenset[str],
+        result: AuditResult,
+    ) -> set[str]:
+        """Listed instances: heal the missing, report drift, leave the moving alone."""
+        record = view.record
+        held = view.held
+        touched: set[str] = set()
+        new: dict[str, ConsumerAllocations] = {}
+        one_by_one: list[str] = []
+        for consumer in sorted(present):
+            want = expected.get(consumer)
+            if consumer in record.moving and want is not None:
+                one_by_one.append(consumer)  # read alone: still moving?
+            elif held.get(consumer) or consumer in record.shared:
+                touched |= self._here(view, consumer, want, held.get(consumer, {}), keep, result)
+            elif want is None or not want.allocations:
+                record.in_step(consumer)
+                record.status(consumer, State.HERE, "listed; uses nothing here")
+            else:
+                new[consumer] = want
+        refused = self.write_missing(view, new, keep, result, touched)
+        for consumer in one_by_one + refused:
+            touched |= self.settle_one(view, consumer, expected[consumer], keep, result)
+        self.checkpoint(view)
+        return touched
+
+    def _here(
         self,
         view: AuditView,
         consumer: str,
-        want: ConsumerAllocations,
+        want: ConsumerAllocations | None,
         have: ByProvider,
         keep: set[str] | frozenset[str],
         result: AuditResult,
     ) -> set[str]:
-        """Write ``want`` for one instance unless Placement holds it; the providers touched."""
+        """An instance that holds something here: in step, or drift (module docstring)."""
         record = view.record
+        want = want or ConsumerAllocations()
         managed = view.owned - set(keep)
-        outside = want.providers - view.owned
-        want_shared = want.on(outside)
-        have_shared = record.shared.get(consumer, {})
-        have_local = {rp: a for rp, a in have.items() if rp in managed}
-        if want.on(managed) == have_local and want_shared == have_shared:
+        want_here = {**want.on(managed), **want.without(view.owned)}
+        have_here = {rp: a for rp, a in have.items() if rp in managed}
+        have_here.update(record.shared.get(consumer, {}))
+        line = evidence.drift_line(want_here, have_here)
+        if not line:
+            record.in_step(consumer)
+            record.status(consumer, State.HERE, "listed; Placement holds its plan")
             return set()
-        try:
-            # What it held on a previous sharing provider is replaced too.
-            self.write(consumer, want, view.owned | set(have_shared), keep, view.own)
-        except PlacementError as exc:
-            line = f"instance {consumer}: allocation not written: {exc}"
-            LOG.error(line)
-            result.errors.append(line)
+        if not self.rules.rewrite_drift:
+            if record.drifted(consumer, line):
+                LOG.warning("instance %s: allocation differs from the plan: %s", consumer, line)
+            result.drift.append(consumer)
+            record.status(consumer, State.HERE, "listed; allocation differs (drift)", line)
             return set()
-        result.written.append(consumer)
-        if want_shared:
-            record.shared[consumer] = want_shared
-        else:
-            record.shared.pop(consumer, None)
-        LOG.info("instance %s: allocation written (%s)", consumer, want.on(managed))
-        return set(have) | want.providers
+        return self.settle_one(view, consumer, want, keep, result, rewrite=True)
 
-    def _remove(
+    def settle_one(
         self,
         view: AuditView,
         consumer: str,
-        instances: set[str],
-        held: Mapping[str, ByProvider],
+        want: ConsumerAllocations,
+        keep: Iterable[str],
         result: AuditResult,
-        failed: set[str],
+        rewrite: bool = False,
     ) -> set[str]:
-        """Remove this host's part of a gone instance or an expired unknown consumer."""
+        """Read one listed instance's consumer and write its plan if that is the rule.
+
+        One read-edit-write (:meth:`ReportClient.edit_allocations`): *moving*
+        writes nothing; holding nothing here (or nowhere) is healed by the
+        merging write; holding something here that differs is drift, written
+        only when ``rewrite``.
+
+        Returns:
+            The providers touched (empty when nothing was written).
+        """
         record = view.record
-        if consumer in record.instances:
-            reason = "its instance is gone from this host"
-        else:
-            now = self.clock()
-            first = record.unknown.setdefault(consumer, now)
-            grace = self.remove_unknown_after
+        decided: list[str] = []
+        sent: list[ConsumerAllocations] = []
+        managed = view.owned - set(keep)
+
+        def edit(held: ConsumerAllocations) -> ConsumerAllocations | None:
+            decided[:] = [evidence.moving_reason(held, view.tree, view.owned)]
+            have = {**held.on(managed), **held.on(set(want.without(view.owned)))}
+            if decided[0] or (have and not rewrite):
+                sent.clear()
+                return None
+            ours = self._ours(view, consumer)
+            sent[:] = [merge_ours(held, want, ours, keep, produces=view.produces)]
+            return sent[0]
+
+        try:
+            wrote = self.report.edit_allocations(consumer, edit)
+        except PlacementError as exc:
+            self._failed(f"instance {consumer}: allocation not written", exc, result)
+            return set()
+        if decided and decided[0]:
+            if consumer not in record.moving:
+                LOG.info("instance %s: moving; nothing written (%s)", consumer, decided[0])
+            record.is_moving(consumer, decided[0])
+            result.moving.append(consumer)
+            return set()
+        if not wrote or not sent:
+            record.in_step(consumer)
+            record.status(consumer, State.HERE, "listed; Placement already holds it here")
+            return set()
+        record.written(consumer, want.without(view.owned))
+        record.in_step(consumer)
+        record.status(consumer, State.HERE, "listed; allocation written")
+        result.written.append(consumer)
+        view.own.put(consumer, sent[0].allocations)
+        LOG.info("instance %s: allocation written (%s)", consumer, want.on(view.owned))
+        self.checkpoint(view)
+        return set(want.providers) | set(view.held.get(consumer, {}))
+
+    def _ours(self, view: AuditView, consumer: str) -> set[str]:
+        """The providers whose part of ``consumer`` the agent decides (and its old sharing one)."""
+        return view.owned | set(view.record.shared.get(consumer, {}))
+
+    def write_missing(
+        self,
+        view: AuditView,
+        new: Mapping[str, ConsumerAllocations],
+        keep: set[str] | frozenset[str],
+        result: AuditResult,
+        touched: set[str],
+    ) -> list[str]:
+        """Write consumers that hold nothing here in batches; returns those refused.
+
+        A batch Placement refuses with any 4xx (one of them exists after all:
+        a moving instance, an empty consumer; one does not fit; a provider is
+        gone) is left for :meth:`settle_one`, consumer by consumer.
+        """
+        if not new:
+            return []
+        kept = set(keep)
+        wanted = {c: w.with_allocations(w.on(w.providers - kept)) for c, w in new.items()}
+        batches, refused = self.report.write_new_allocations(wanted)
+        for batch in batches:
+            view.own.posted({c: wanted[c].allocations for c in batch})
+            for consumer in batch:
+                want = wanted[consumer]
+                view.record.written(consumer, want.without(view.owned))
+                view.record.status(consumer, State.HERE, "listed; missing allocation written")
+                result.written.append(consumer)
+                touched |= want.providers
+            LOG.info("%d instance(s): allocations written together", len(batch))
+            self.checkpoint(view)
+        return sorted(refused)
+
+    # -- gone and foreign ------------------------------------------------------------
+
+    def remove_gone(
+        self, view: AuditView, result: AuditResult, only: Iterable[str] | None = None
+    ) -> set[str]:
+        """Remove this host's part of gone instances; each stays *gone* until confirmed.
+
+        Args:
+            only: these gone instances, each asked of Placement (a targeted
+                update); None: every gone instance, those that the cycle's
+                read shows holding nothing here confirmed without a request.
+
+        Returns:
+            The providers touched.
+        """
+        record = view.record
+        touched: set[str] = set()
+        ask = set(only) if only is not None else set()
+        for consumer in sorted(record.gone if only is None else ask & record.gone):
+            here = view.held.get(consumer, {})
+            if not here and consumer not in record.shared and consumer not in ask:
+                record.removal_confirmed(consumer)
+                continue
+            try:
+                removed = self.report.remove_allocations_from(consumer, self._ours(view, consumer))
+            except PlacementError as exc:
+                self._failed(f"consumer {consumer}: allocations not removed", exc, result)
+                record.status(consumer, State.GONE, "no longer listed; removal to be retried")
+                continue
+            view.own.removed(consumer, self._ours(view, consumer))
+            if not removed and here:
+                # Still held here, yet nothing was removed: a migration record.
+                record.is_migration(consumer)
+                record.status(consumer, State.FOREIGN, "typed MIGRATION: nova gives it back")
+                result.unknown.append(consumer)
+                continue
+            record.removal_confirmed(consumer)
+            if removed:
+                result.removed.append(consumer)
+                LOG.info("instance %s: gone; its allocations on this host removed", consumer)
+            touched |= set(here)
+            self.checkpoint(view)
+        return touched
+
+    def _foreign(
+        self,
+        view: AuditView,
+        present: set[str],
+        owners: Mapping[str, evidence.Owner],
+        result: AuditResult,
+    ) -> set[str]:
+        """Consumers here that are not instances: left alone, or removed after the grace."""
+        record = view.record
+        now = self.clock()
+        protected, all_kept = evidence.migration_guard(owners, record.moving & present)
+        touched: set[str] = set()
+        for consumer in sorted(set(view.held) - present - set(record.claims) - record.gone):
+            first = record.first_seen_unknown(consumer, now)
+            grace = self.rules.remove_unknown_after
             if consumer in record.migrations or not grace or now - first < grace:
                 result.unknown.append(consumer)
-                return set()
-            reason = f"not an instance of this host for {int(now - first)} s"
-        if consumer not in held and consumer not in record.shared:
-            return set()
-        ours = view.owned | set(record.shared.get(consumer, {}))
-        try:
-            removed = self.report.remove_allocations_from(consumer, ours)
+                record.status(consumer, State.FOREIGN, "not an instance of this host: left alone")
+                continue
+            why: list[str] = []
+
+            def guard(held: ConsumerAllocations, why: list[str] = why) -> bool:
+                why[:] = [evidence.keep_unknown(held, protected, all_kept)]
+                return bool(why[0])
+
+            ours = view.owned | set(record.shared.get(consumer, {}))
+            try:
+                removed = self.report.remove_allocations_from(consumer, ours, guard)
+            except PlacementError as exc:
+                self._failed(f"consumer {consumer}: allocations not removed", exc, result)
+                continue
+            if not removed:
+                result.unknown.append(consumer)
+                record.status(consumer, State.FOREIGN, f"kept: {why[0] if why else 'nothing'}")
+                continue
             view.own.removed(consumer, ours)
-        except PlacementError as exc:
-            line = f"consumer {consumer}: allocations not removed: {exc}"
-            LOG.error(line)
-            result.errors.append(line)
-            if consumer in record.instances:
-                failed.add(consumer)  # tried again next cycle
-            return set()
-        if not removed and consumer in held:
-            # Still held here, yet nothing was removed: a migration record.
-            record.migrations.add(consumer)
-            result.unknown.append(consumer)
-            LOG.info("consumer %s is a migration: its allocations here stay", consumer)
-            return set()
-        record.unknown.pop(consumer, None)
-        record.shared.pop(consumer, None)
-        result.removed.append(consumer)
-        LOG.info("consumer %s: allocations on this host removed (%s)", consumer, reason)
-        return set(held.get(consumer, {}))
+            record.removal_confirmed(consumer)
+            result.removed.append(consumer)
+            LOG.info(
+                "consumer %s: not an instance of this host for %d s; its allocations here removed",
+                consumer,
+                int(now - first),
+            )
+            touched |= set(view.held.get(consumer, {}))
+        return touched
+
+    @staticmethod
+    def _failed(what: str, exc: PlacementError, result: AuditResult) -> None:
+        """One consumer's write failed: named in the outcome, tried again next cycle."""
+        line = f"{what}: {exc}"
+        LOG.error("%s", line)
+        result.errors.append(line)
+
+    # -- claims ------------------------------------------------------------------------
 
     def write(
         self,
@@ -238,11 +461,12 @@ class AllocationAudit:
         ours: set[str],
         keep: Iterable[str] = (),
         own: OwnWrites | None = None,
+        produces: frozenset[str] | None = None,
     ) -> None:
         """Write ``want`` on this host's providers, keeping what the consumer holds elsewhere.
 
-        The one write path of claims and the audit: a read-edit-write with
-        the consumer generation (:meth:`ReportClient.edit_allocations`) of
+        The write path of claims: a read-edit-write with the consumer
+        generation (:meth:`ReportClient.edit_allocations`) of
         :func:`~agent.model.allocations.merge_ours`.
 
         Args:
@@ -251,6 +475,7 @@ class AllocationAudit:
             ours: the providers whose part the agent decides.
             keep: providers in ``ours`` whose part stays as held.
             own: where a cycle's audit records its own writes (claims pass none).
+            produces: the classes the planner produces (others are kept as held).
 
         Raises:
             PlacementError: Placement refused the write (e.g. it does not fit).
@@ -259,70 +484,31 @@ class AllocationAudit:
         sent: list[ConsumerAllocations] = []
 
         def edit(held: ConsumerAllocations) -> ConsumerAllocations:
-            sent[:] = [merge_ours(held, want, ours, kept)]  # the last try is the one written
+            # The last try is the one written.
+            sent[:] = [merge_ours(held, want, ours, kept, produces=produces)]
             return sent[0]
 
         if self.report.edit_allocations(consumer, edit) and sent and own is not None:
             own.put(consumer, sent[0].allocations)
 
-    # -- claims --------------------------------------------------------------------
+    def claimed(self, nodename: str, consumer: str, shared: ByProvider | None = None) -> None:
+        """Record a claim of ``consumer`` on ``nodename`` (saved before its write is sent).
 
-    def forget_instance(self, nodename: str, consumer: str) -> set[str]:
-        """Drop ``consumer`` from the known instances (its claim is being given back).
+        Args:
+            shared: what the claim allocates on providers outside the tree.
+        """
+        record = self.record(nodename)
+        record.claimed(consumer, self.clock(), shared)
+        self.save(nodename, record)
+
+    def claim_given_back(self, nodename: str, consumer: str) -> set[str]:
+        """Forget the claim of ``consumer`` (it is being given back).
 
         Returns:
             The providers outside the tree it was given allocations on (the
             sharing provider), to clear along with this host's own.
         """
         record = self.record(nodename)
-        shared = set(record.shared.pop(consumer, {}))
-        record.instances.discard(consumer)
+        shared = record.claim_given_back(consumer)
         self.save(nodename, record)
         return shared
-
-    def add_instance(self, nodename: str, consumer: str, shared: ByProvider | None = None) -> None:
-        """Count ``consumer`` as an instance of ``nodename`` (a claim).
-
-        Args:
-            shared: what the claim allocates on providers outside the tree.
-        """
-        record = self.record(nodename)
-        record.instances.add(consumer)
-        record.unknown.pop(consumer, None)
-        if shared:
-            record.shared[consumer] = shared
-        self.save(nodename, record)
-
-
-def _write_new(
-    audit: AllocationAudit,
-    view: AuditView,
-    new: Mapping[str, ConsumerAllocations],
-    keep: set[str] | frozenset[str],
-    result: AuditResult,
-) -> set[str]:
-    """Write consumers that hold nothing here in batches; the providers touched.
-
-    A batch Placement refuses (one of them exists after all, e.g. a
-    migration's consumer on its source host; or one does not fit) is
-    written consumer by consumer by :meth:`_heal`, which merges.
-    """
-    if not new:
-        return set()
-    kept = set(keep)
-    wanted = {c: w.with_allocations(w.on(w.providers - kept)) for c, w in new.items()}
-    batches, refused = audit.report.write_new_allocations(wanted)
-    touched: set[str] = set()
-    for batch in batches:
-        view.own.posted({c: wanted[c].allocations for c in batch})
-        for consumer in batch:
-            want = wanted[consumer]
-            shared = want.on(want.providers - view.owned)
-            if shared:
-                view.record.shared[consumer] = shared
-            result.written.append(consumer)
-            touched |= want.providers
-        LOG.info("%d instance(s): allocations written together", len(batch))
-    for consumer in refused:
-        touched |= audit._heal(view, consumer, new[consumer], {}, keep, result)
-    return touched

@@ -27,90 +27,18 @@ same set and heals what changed while it was down.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from agent.model.allocations import (
-    ByProvider,
-    ProviderAllocations,
-    by_consumer,
-    clean_by_provider,
-)
+from agent.model.allocations import ByProvider, ProviderAllocations
 from agent.placement.report import ReportClient
 from agent.state.store import StateStore
+from agent.tracker.consumer_record import ConsumerRecord
 from agent.tracker.own_writes import OwnWrites
 
 LOG = logging.getLogger(__name__)
-
-
-@dataclass
-class AuditRecord:
-    """What the audit remembers about one node between cycles (``state_path``).
-
-    Attributes:
-        instances: consumer UUIDs of the instances seen on the node, and of
-            gone instances whose removal is not yet confirmed.
-        unknown: consumer UUID -> when first seen (seconds since the epoch)
-            for consumers on the node's providers that are not instances.
-        held: the allocations on each provider of the node as last read
-            (with the provider generation of that read; None forces a read).
-        shared: ``{consumer: {provider: {rc: amount}}}`` each instance holds
-            on providers outside the tree (the shared-storage provider), as
-            last read or written.
-        migrations: unknown consumers found to be migration records (never
-            removed, not asked about again while they hold allocations here).
-    """
-
-    instances: set[str] = field(default_factory=set)
-    unknown: dict[str, float] = field(default_factory=dict)
-    held: dict[str, ProviderAllocations] = field(default_factory=dict)
-    shared: dict[str, ByProvider] = field(default_factory=dict)
-    migrations: set[str] = field(default_factory=set)
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any] | None) -> AuditRecord:
-        """Parse a stored record; anything malformed gives an empty record (re-read)."""
-        if not doc:
-            return cls()
-        try:
-            generations = {str(rp): int(g) for rp, g in doc["generations"].items()}
-            return cls(
-                instances={str(c) for c in doc["instances"]},
-                unknown={str(c): float(t) for c, t in doc["unknown"].items()},
-                held={
-                    str(rp): ProviderAllocations(
-                        generations.get(rp), dict(clean_by_provider(consumers))
-                    )
-                    for rp, consumers in doc["held"].items()
-                },
-                shared={str(c): clean_by_provider(a) for c, a in doc.get("shared", {}).items()},
-                migrations={str(c) for c in doc.get("migrations", [])},
-            )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            LOG.warning("allocation audit state is unusable (%s); reading it from Placement", exc)
-            return cls()
-
-    def to_json(self) -> dict[str, Any]:
-        """The record as stored in ``consumers.json``."""
-        return {
-            "instances": sorted(self.instances),
-            "unknown": dict(sorted(self.unknown.items())),
-            "held": {rp: pa.consumers for rp, pa in sorted(self.held.items())},
-            "generations": {
-                rp: pa.generation
-                for rp, pa in sorted(self.held.items())
-                if pa.generation is not None
-            },
-            "shared": dict(sorted(self.shared.items())),
-            "migrations": sorted(self.migrations),
-        }
-
-    def by_consumer(self, providers: Iterable[str]) -> dict[str, ByProvider]:
-        """``{consumer: {provider: {rc: amount}}}`` over ``providers``."""
-        wanted = set(providers)
-        return by_consumer({rp: pa for rp, pa in self.held.items() if rp in wanted})
 
 
 @dataclass
@@ -121,6 +49,11 @@ class AuditView:
         nodename: the compute node.
         record: the audit record, refreshed from Placement.
         owned: the providers of the node the agent owns.
+        tree: every provider of the node's tree (owned or not): CPU or memory
+            held outside it is held on another compute node.
+        produces: the classes the planner gives instances on the owned
+            providers (:func:`agent.shape.planning.planned_classes`); others
+            held there are kept by every write.
         stored: the record as it was stored (to write only a changed one).
         reads: providers whose allocations were read.
         own: the audit's own allocation writes of this cycle (kept per node,
@@ -128,9 +61,11 @@ class AuditView:
     """
 
     nodename: str
-    record: AuditRecord
+    record: ConsumerRecord
     owned: set[str]
     stored: dict[str, Any]
+    tree: frozenset[str] = frozenset()
+    produces: frozenset[str] | None = None
     reads: int = 0
     own: OwnWrites = field(default_factory=OwnWrites)
 
@@ -152,6 +87,7 @@ def refresh(
     cpu_providers: set[str],
     sharing: str | None = None,
     created: Iterable[str] = (),
+    tree: Iterable[str] = (),
 ) -> AuditView:
     """Read what the module docstring says must be read this cycle.
 
@@ -161,13 +97,14 @@ def refresh(
 
     Args:
         report: the Placement façade.
-        state: the state directory (the node's :class:`AuditRecord`).
+        state: the state directory (the node's :class:`ConsumerRecord`).
         nodename: the compute node (its tree was listed this cycle).
         owned: UUIDs of the providers of the node the agent owns.
         cpu_providers: the owned providers that carry VCPU, PCPU or
             MEMORY_MB inventory (read every cycle).
         sharing: the shared-storage provider DISK_GB goes to, if any.
         created: providers this cycle's writes created.
+        tree: every provider of the node's tree (owned or not).
 
     Returns:
         An :class:`AuditView` for :meth:`AllocationAudit.reconcile` and for planning.
@@ -176,8 +113,8 @@ def refresh(
         PlacementUnavailable, PlacementError: a read failed (the cycle fails).
     """
     stored = state.consumers(nodename) or {}
-    record = AuditRecord.from_json(stored)
-    view = AuditView(nodename, record, set(owned), stored)
+    record = ConsumerRecord.from_json(stored)
+    view = AuditView(nodename, record, set(owned), stored, frozenset(tree) | set(owned))
     generations = report.provider_generations(nodename)
     for rp in set(record.held) - view.owned:
         del record.held[rp]
@@ -205,7 +142,7 @@ def _read(report: ReportClient, view: AuditView, rp: str) -> ProviderAllocations
     return report.provider_allocations(rp)
 
 
-def _shared_elsewhere(record: AuditRecord, sharing: str) -> bool:
+def _shared_elsewhere(record: ConsumerRecord, sharing: str) -> bool:
     # The sharing provider changed (aggregates moved): read the new one.
     return any(set(parts) - {sharing} for parts in record.shared.values())
 

@@ -7,7 +7,10 @@ anything is written; Placement checks again when it writes, so a concurrent
 claim elsewhere cannot oversubscribe. The write merges: what the consumer
 already holds on providers that are not this agent's (the source host of a
 migration, a network agent's bandwidth provider) is kept
-(:meth:`AllocationAudit.write`).
+(:meth:`AllocationAudit.write`). The claim is in the audit's record, saved
+before the write is sent, as *claimed, building*
+(:mod:`agent.tracker.consumer_record`): the cycles keep it until the driver
+lists the instance (or ``[DEFAULT] instance_build_timeout`` passes).
 
 The caller holds the node's lock (:class:`agent.tracker.cycle.ResourceTracker`),
 so a claim and a cycle never interleave on one node.
@@ -22,7 +25,7 @@ from agent.model.allocations import ConsumerAllocations
 from agent.model.exceptions import CapacityExceeded
 from agent.model.provider_tree import ProviderTree
 from agent.placement.report import ReportClient
-from agent.shape.planning import plan_allocations
+from agent.shape.planning import plan_allocations, planned_classes
 from agent.tracker.audit import AllocationAudit
 from agent.tracker.sharing import SharingProviders
 from drivers.base import ComputeDriver
@@ -84,12 +87,15 @@ class InstanceClaims:
             self.audit.record(nodename).by_consumer(owned),
         ).get(instance.uuid)
         if plan is None:
-            self.audit.add_instance(nodename, instance.uuid)
+            self.audit.claimed(nodename, instance.uuid)
             return ConsumerAllocations(project_id=instance.project_id, user_id=instance.user_id)
         self._check_capacity(tree, plan)
         shared = plan.without(owned)
-        self.audit.add_instance(nodename, instance.uuid, shared)
-        self.audit.write(instance.uuid, plan, owned | set(shared))
+        # Recorded before the write is sent: a failure after it leaks nothing.
+        self.audit.claimed(nodename, instance.uuid, shared)
+        self.audit.write(
+            instance.uuid, plan, owned | set(shared), produces=planned_classes(tree, owned)
+        )
         LOG.info("instance %s: claimed %s on %s", instance.uuid, plan.allocations, nodename)
         return plan
 
@@ -115,7 +121,7 @@ class InstanceClaims:
             PlacementError: the allocation could not be removed.
         """
         tree = self.report.get_provider_tree_and_ensure_root(nodename)
-        shared = self.audit.forget_instance(nodename, instance.uuid)
+        shared = self.audit.claim_given_back(nodename, instance.uuid)
         owned = ownership.owned(tree, nodename, self.owner_trait)
         self.report.remove_allocations_from(instance.uuid, owned | shared)
         LOG.info("instance %s: claim on %s given back", instance.uuid, nodename)

@@ -36,10 +36,10 @@ from agent.model.allocations import ConsumerAllocations
 from agent.model.exceptions import AgentError, ReshapeFailed, ReshapeNeeded
 from agent.placement.pool import Pool
 from agent.placement.report import ReportClient
-from agent.shape.planning import cpu_memory_providers
+from agent.shape.planning import cpu_memory_providers, planned_classes
 from agent.state.store import StateStore
 from agent.tracker import audit_read
-from agent.tracker.audit import AllocationAudit
+from agent.tracker.audit import AllocationAudit, AuditRules
 from agent.tracker.claims import InstanceClaims
 from agent.tracker.outcome import CycleOutcome, NodeOutcome
 from agent.tracker.retained import retain_gone_hardware
@@ -76,9 +76,12 @@ class ResourceTracker:
         self.report = report
         self.state = state
         self.clock = clock
-        self.audit = AllocationAudit(
-            report, state, conf.compute.remove_unknown_allocations_after, clock
+        rules = AuditRules(
+            remove_unknown_after=conf.compute.remove_unknown_allocations_after,
+            build_grace=conf.instance_build_timeout,
+            rewrite_drift=conf.compute.rewrite_differing_allocations,
         )
+        self.audit = AllocationAudit(report, state, rules, clock)
         self.sharing = SharingProviders(driver, report)
         self.claims = InstanceClaims(
             driver, report, self.audit, self.sharing, conf.compute.owner_trait
@@ -187,18 +190,31 @@ class ResourceTracker:
         cpu_providers = cpu_memory_providers(tree, owned)
         new = node.sync.new
         view = audit_read.refresh(
-            self.report, self.state, nodename, owned, cpu_providers, sharing, new
+            self.report,
+            self.state,
+            nodename,
+            owned,
+            cpu_providers,
+            sharing,
+            new,
+            tree=tree.get_provider_uuids(),
         )
+        view.produces = planned_classes(tree, owned)
         listed = self.driver.list_instances(nodename)
         expected = self.driver.expected_allocations(
             tree, nodename, sharing, held=view.held, instances=listed
         )
         # An instance the driver saw but could not read still runs: not gone.
-        present = {i.uuid for i in listed} | self.driver.unreadable_instances(nodename)
-        audit = self.audit.reconcile(view, expected, present, keep)
+        unreadable = self.driver.unreadable_instances(nodename)
+        present = {i.uuid for i in listed} | unreadable
+        owners = {i.uuid: (i.project_id, i.user_id) for i in listed}
+        audit = self.audit.reconcile(view, expected, present, keep, owners, unreadable)
         node.allocations_written = audit.written
         node.allocations_removed = audit.removed
         node.unknown_consumers = audit.unknown
+        node.moving = audit.moving
+        node.drift = audit.drift
+        node.consumers = [s.to_json() for s in audit.statuses]
         node.problems.extend(audit.errors)
 
     # -- claims --------------------------------------------------------------------

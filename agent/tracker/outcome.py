@@ -27,6 +27,9 @@ class NodeOutcome:
         allocations_written: consumers whose allocations were written.
         allocations_removed: consumers whose allocations here were removed.
         unknown_consumers: consumers left alone (not instances of this host).
+        moving: instances listed here that nova is moving (nothing written).
+        drift: instances whose allocation here differs from the plan.
+        consumers: every consumer's state and why (``ConsumerStatus.to_json``).
         problems: writes that failed without failing the node (logged).
     """
 
@@ -39,6 +42,9 @@ class NodeOutcome:
     allocations_written: list[str] = field(default_factory=list)
     allocations_removed: list[str] = field(default_factory=list)
     unknown_consumers: list[str] = field(default_factory=list)
+    moving: list[str] = field(default_factory=list)
+    drift: list[str] = field(default_factory=list)
+    consumers: list[dict[str, str]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
 

@@ -22,13 +22,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
 
 from agent.model.allocations import ByProvider, ProviderAllocations
 from agent.placement.report import ReportClient
-
-if TYPE_CHECKING:  # audit_read keeps an OwnWrites per view
-    from agent.tracker.audit_read import AuditRecord
+from agent.tracker.consumer_record import ConsumerRecord
 
 
 class OwnWrites:
@@ -61,7 +58,7 @@ class OwnWrites:
         gone = set(providers)
         self.wrote[consumer] = {rp: a for rp, a in kept.items() if rp not in gone}
 
-    def confirm(self, report: ReportClient, nodename: str, record: AuditRecord) -> set[str]:
+    def confirm(self, report: ReportClient, nodename: str, record: ConsumerRecord) -> set[str]:
         """List the tree once; bring the mirror and ``record`` up to the proven generations.
 
         Returns:

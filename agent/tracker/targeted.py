@@ -9,11 +9,13 @@ driver is read again for just that, and only what differs is written
   (``ComputeDriver.read_instances``); its allocation is planned by the same
   rule as the cycle's (:func:`agent.shape.planning.plan_allocations`, sticky
   to the NUMA cell it holds, others' allocations taking room first) on the
-  tree as last read (no request), then compared with what Placement holds
-  (``GET /allocations/{consumer}``) and written only when it differs, by the
-  merging write of claims and the audit. An instance that is gone loses this
-  host's part, if the agent knew it as an instance (a consumer it never saw
-  is the audit's business). Cost: 1 request, 2 when something is written.
+  tree as last read (no request), and the audit's states and rules apply
+  (:mod:`agent.tracker.audit`): one holding nothing here is written (heal),
+  one nova is moving is left alone, a drift is rewritten only when the
+  operator asked for it. An instance that is gone loses this host's part, if
+  the agent knew it (a consumer it never saw is the audit's business).
+  Cost: 1 request (the write of a new instance, or the read of a known
+  one), 2 when a known one is written.
 - **devices of a node** (udev, a node device event, the fake host file):
   the node is discovered again and its tree written like a cycle's (one
   listing, then only the providers that differ; hardware gone while in use
@@ -26,17 +28,17 @@ Callers hold the node's lock (:class:`agent.tracker.cycle.ResourceTracker`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from agent.model import ownership
-from agent.model.allocations import ConsumerAllocations, ProviderAllocations, merge_ours
+from agent.model.allocations import ConsumerAllocations, ProviderAllocations
 from agent.model.provider_tree import ProviderTree
 from agent.placement.report import ReportClient
 from agent.placement.writer import SyncResult
-from agent.shape.planning import plan_allocations
-from agent.tracker.audit import AllocationAudit
-from agent.tracker.audit_read import AuditRecord
+from agent.shape.planning import plan_allocations, planned_classes
+from agent.tracker.audit import AllocationAudit, AuditResult
+from agent.tracker.consumer_record import ConsumerRecord
 from agent.tracker.retained import retain_gone_hardware
 from agent.tracker.sharing import SharingProviders
 from drivers.base import ComputeDriver
@@ -84,14 +86,6 @@ class TargetedOutcome:
     providers: int = 0
     requests: int = 0
     errors: list[str] = field(default_factory=list)
-
-
-def _unchanged(held: ConsumerAllocations, merged: ConsumerAllocations) -> bool:
-    return (merged.allocations, merged.project_id, merged.user_id) == (
-        held.allocations,
-        held.project_id,
-        held.user_id,
-    )
 
 
 class TargetedUpdates:
@@ -146,6 +140,12 @@ class TargetedUpdates:
     def instances(self, nodename: str, uuids: Collection[str], outcome: TargetedOutcome) -> None:
         """Bring the allocations of the instances ``uuids`` of ``nodename`` in step.
 
+        The audit's states and rules, on the record as the last cycle left
+        it (:mod:`agent.tracker.audit`): a found instance is recorded before
+        any write; one holding nothing here is written many per ``POST
+        /allocations``, the refused and those holding something here are read
+        alone (*moving*: nothing written; drift: rewritten only with
+        ``rewrite_differing_allocations``); a gone one loses this host's part.
         Failures of one instance are logged and added to ``outcome.errors``.
 
         Raises:
@@ -156,132 +156,75 @@ class TargetedUpdates:
             tree = self.report.get_provider_tree_and_ensure_root(nodename)
         owned = ownership.owned(tree, nodename, self.owner_trait)
         found, unreadable = self.driver.read_instances(nodename, uuids)
-        record = self.audit.record(nodename)
-        new: dict[str, ConsumerAllocations] = {}
-        planner = self._planner(nodename, tree, owned, record) if found else None
-        for uuid in sorted(set(uuids) - unreadable):
-            instance = found.get(uuid)
-            try:
-                if instance is None:
-                    self._gone(nodename, uuid, owned, record, outcome)
-                    continue
-                assert planner is not None  # an instance was found
-                plan = planner(instance)
-                if plan is not None and _unknown_here(uuid, owned, record):
-                    new[uuid] = plan  # written together below
-                    _remember(record, uuid, plan.on(owned), owned)  # the next plan sees it
-                else:
-                    self._present(nodename, uuid, plan, owned, record, outcome)
-            except Exception as exc:  # one instance must not stop the others
-                _failed(uuid, exc, outcome)
+        view = self.audit.view(nodename, owned, tree.get_provider_uuids())
+        view.produces = planned_classes(tree, owned)
+        record = view.record
+        vanished = sorted(u for u in set(uuids) - set(found) - unreadable if record.known(u))
+        for uuid in found:
+            record.seen(uuid)
+        for uuid in vanished:
+            record.vanished(uuid)
+        self.audit.checkpoint(view)  # recorded before any write
+        keep = set(self.retained.get(nodename, ()))
+        plans = self._plans(nodename, tree, owned, record, found)
+        held = record.by_consumer(owned)
+        new = {u: p for u, p in plans.items() if not held.get(u) and u not in record.moving}
+        result = AuditResult()
+        touched: set[str] = set()
         try:
-            self._write_new(nodename, new, owned, record, outcome)
-        except Exception as exc:  # Placement refused otherwise than with a 409
+            refused = self.audit.write_missing(view, new, keep, result, touched)
+        except Exception as exc:  # Placement refused otherwise than with a 4xx
             for uuid in new:
                 _failed(uuid, exc, outcome)
-        self.audit.save(nodename, record)
+            refused = []
+        for uuid in sorted(set(plans) - set(new)) + refused:
+            self.audit.settle_one(
+                view, uuid, plans[uuid], keep, result, rewrite=self.audit.rules.rewrite_drift
+            )
+        self.audit.remove_gone(view, result, only=vanished)
+        for uuid in result.written:
+            _remember(record, uuid, plans[uuid].on(owned), owned)
+        for uuid in result.removed:
+            _remember(record, uuid, {}, owned)
+        self.audit.checkpoint(view)
+        outcome.written.extend(result.written)
+        outcome.removed.extend(result.removed)
+        outcome.errors.extend(result.errors)
 
-    def _write_new(
+    def _plans(
         self,
         nodename: str,
-        new: Mapping[str, ConsumerAllocations],
+        tree: ProviderTree,
         owned: set[str],
-        record: AuditRecord,
-        outcome: TargetedOutcome,
-    ) -> None:
-        """Instances Placement is believed not to know, many per ``POST /allocations``.
-
-        A batch Placement refuses (one of them holds something elsewhere: a
-        migration coming in) is written one by one with the merging write.
-        """
-        if not new:
-            return
-        batches, refused = self.report.write_new_allocations(new)
-        for batch in batches:
-            for uuid in batch:
-                self._present(nodename, uuid, None, owned, record, outcome)
-                shared = new[uuid].without(owned)
-                if shared:
-                    record.shared[uuid] = shared
-                outcome.written.append(uuid)
-            LOG.info("%d instance(s): allocations written together on events", len(batch))
-        for uuid in refused:
-            try:
-                self._present(nodename, uuid, new[uuid], owned, record, outcome)
-            except Exception as exc:  # one instance must not stop the others
-                _failed(uuid, exc, outcome)
-
-    def _planner(
-        self, nodename: str, tree: ProviderTree, owned: set[str], record: AuditRecord
-    ) -> Callable[[Instance], ConsumerAllocations | None]:
-        """What an instance should hold, by the cycle's rule, others where Placement holds them.
+        record: ConsumerRecord,
+        found: Mapping[str, Instance],
+    ) -> dict[str, ConsumerAllocations]:
+        """What each found instance should hold, by the cycle's rule, others where Placement
+        holds them.
 
         The node's hardware and its sharing provider are looked up once per
-        batch, not per instance; what the others hold is read from ``record``
-        at each call, so an instance planned earlier in the batch counts.
+        batch; each instance planned is remembered in ``record`` (generation
+        dropped: read again next cycle) so the next one planned sees it.
         """
+        if not found:
+            return {}
         host = self.driver.laid_out_resources(nodename)
         sharing = self.sharing.lookup(tree, nodename)
-        policy = self.driver.policy
-
-        def plan(instance: Instance) -> ConsumerAllocations | None:
+        plans: dict[str, ConsumerAllocations] = {}
+        for uuid in sorted(found):
             held = record.by_consumer(owned)
-            plans = plan_allocations([instance], host, tree, policy, sharing, held)
-            return plans.get(instance.uuid)
-
-        return plan
-
-    def _present(
-        self,
-        nodename: str,
-        uuid: str,
-        plan: ConsumerAllocations | None,
-        owned: set[str],
-        record: AuditRecord,
-        outcome: TargetedOutcome,
-    ) -> None:
-        record.instances.add(uuid)
-        record.unknown.pop(uuid, None)
-        if plan is None:
-            return  # uses nothing: nothing to hold
-        keep = set(self.retained.get(nodename, ()))
-        ours = owned | set(record.shared.get(uuid, {}))
-
-        def edit(held: ConsumerAllocations) -> ConsumerAllocations | None:
-            merged = merge_ours(held, plan, ours, keep)
-            return None if _unchanged(held, merged) else merged
-
-        if self.report.edit_allocations(uuid, edit):
-            outcome.written.append(uuid)
-            LOG.info("instance %s: allocation written on event (%s)", uuid, plan.on(owned))
-        shared = plan.without(owned)
-        if shared:
-            record.shared[uuid] = shared
-        else:
-            record.shared.pop(uuid, None)
-        _remember(record, uuid, plan.on(owned), owned)
-
-    def _gone(
-        self,
-        nodename: str,
-        uuid: str,
-        owned: set[str],
-        record: AuditRecord,
-        outcome: TargetedOutcome,
-    ) -> None:
-        if uuid not in record.instances:
-            return  # never known as an instance here: the audit's rules decide
-        ours = owned | set(record.shared.get(uuid, {}))
-        if self.report.remove_allocations_from(uuid, ours):
-            outcome.removed.append(uuid)
-            LOG.info("instance %s: gone from %s; its allocations here removed", uuid, nodename)
-        record.instances.discard(uuid)
-        record.shared.pop(uuid, None)
-        _remember(record, uuid, {}, owned)
+            plan = plan_allocations(
+                [found[uuid]], host, tree, self.driver.policy, sharing, held
+            ).get(uuid)
+            if plan is not None:
+                plans[uuid] = plan
+                if not held.get(uuid):
+                    _remember(record, uuid, plan.on(owned), owned)
+        return plans
 
 
 def _remember(
-    record: AuditRecord, uuid: str, held: Mapping[str, Mapping[str, int]], owned: set[str]
+    record: ConsumerRecord, uuid: str, held: Mapping[str, Mapping[str, int]], owned: set[str]
 ) -> None:
     """Write ``uuid``'s new part into the audit's record of each provider, to be read again.
 
@@ -300,13 +243,6 @@ def _remember(
         else:
             del consumers[uuid]
         record.held[rp] = ProviderAllocations(None, consumers)
-
-
-def _unknown_here(uuid: str, owned: set[str], record: AuditRecord) -> bool:
-    """True when the audit knows nothing of ``uuid`` here: not an instance, holding nothing."""
-    if uuid in record.instances or uuid in record.shared:
-        return False
-    return not any(uuid in record.held[rp].consumers for rp in owned if rp in record.held)
 
 
 def _failed(uuid: str, exc: Exception, outcome: TargetedOutcome) -> None:

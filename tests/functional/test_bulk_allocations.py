@@ -56,15 +56,17 @@ def test_a_batch_with_a_known_consumer_is_refused_whole_and_written_one_by_one(s
         f"/resource_providers/{src}/inventories",
         {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 8}}},
     )
-    # Instance 1 is migrating in: its consumer already holds the source host.
+    # Instance 1's consumer holds CPUs on another compute node only: nova is moving
+    # it (a live migration away from here in progress): nothing is written for it.
     put_allocations(s.base, s.inst(1), {src: {"VCPU": 2}})
     outcome = s.cycle(startup=True)
     assert outcome.ok, outcome.summary()
     n = len(outcome.nodes[0].allocations_written)
-    # One refused POST, then each instance read and written with its generation.
+    assert n == 3 and s.inst(1) not in outcome.nodes[0].allocations_written
+    # One refused POST, then each instance read, and written with its generation.
     assert writes(s) == {("POST", "/allocations"): 1, ("PUT", "/allocations/{consumer}"): n}
-    assert s.held(s.inst(1))[other] == {"VCPU": 2}  # the source host's part survived
-    assert len(s.held(s.inst(1))) > 1  # and this host's part was added
+    assert s.held(s.inst(1)) == {other: {"VCPU": 2}}  # nova's consumer untouched
+    assert outcome.nodes[0].moving == [s.inst(1)]
 
 
 def test_allocations_of_the_tree_cost_one_read_per_provider_and_per_consumer(setup):

@@ -233,8 +233,13 @@ def test_an_unwritable_state_directory_degrades_the_cycle_but_placement_is_kept(
     assert s.cycle().ok  # writable again
 
 
-def test_a_domain_that_cannot_be_read_keeps_its_allocation(tmp_path, embedded):
-    """libvirt test:///: one domain's XML cannot be read for a while (a transient error)."""
+def test_a_domain_that_cannot_be_read_keeps_its_allocation(tmp_path, served):
+    """libvirt test:///: one domain's XML cannot be read for a while (a transient error).
+
+    A Placement of its own: test:///'s domains have fixed UUIDs, and another
+    test's node holding them in a shared Placement would make them *moving* here.
+    """
+    embedded = served
     import libvirt
 
     from tests.helpers.libvirt_fixtures import libvirt_driver

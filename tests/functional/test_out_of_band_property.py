@@ -15,6 +15,11 @@ HTTP against what the host says, not against the agent's own planner:
 - a foreign consumer and every instance's part on a foreign provider are
   as they were (unless the drawn write itself removed them);
 - the agent's traits are back, the operator's trait is still there.
+
+The agent runs with ``[compute] rewrite_differing_allocations`` on: an
+allocation rewritten, moved or stripped of its devices is drift, which by
+default is only reported (tests/functional/test_allocation_states.py); an
+operator who turns the option on gets this convergence.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ class Host:
     """A warm host with a foreign consumer and a foreign part on one instance."""
 
     def __init__(self, tmp: Path, embedded) -> None:
-        self.s = Setup(tmp, embedded)
+        self.s = Setup(tmp, embedded, compute={"rewrite_differing_allocations": True})
         s = self.s
         assert s.cycle(startup=True).ok
         self.names = {

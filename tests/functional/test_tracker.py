@@ -139,16 +139,26 @@ def test_allocation_deleted_behind_the_agents_back_is_healed(setup):
 
 
 def put_allocation(
-    base: str, consumer: str, rp: str, resources: dict[str, int], ctype: str = "MIGRATION"
+    base: str,
+    consumer: str,
+    rp: str,
+    resources: dict[str, int],
+    ctype: str | None = "MIGRATION",
+    owner: tuple[str, str] = (PROJECT, USER),
 ) -> None:
+    """``ctype=None`` writes as nova 34 does, at 1.36: the consumer has no type."""
     body = {
         "allocations": {rp: {"resources": resources}},
-        "project_id": PROJECT,
-        "user_id": USER,
+        "project_id": owner[0],
+        "user_id": owner[1],
         "consumer_generation": None,
-        "consumer_type": ctype,
     }
-    resp = requests.put(f"{base}/allocations/{consumer}", json=body, headers=HEADERS, timeout=10)
+    headers = dict(HEADERS)
+    if ctype is None:
+        headers["OpenStack-API-Version"] = "placement 1.36"
+    else:
+        body["consumer_type"] = ctype
+    resp = requests.put(f"{base}/allocations/{consumer}", json=body, headers=headers, timeout=10)
     assert resp.status_code == 204, resp.text
 
 
@@ -168,22 +178,31 @@ def test_unknown_consumer_cleared_after_the_opt_in_grace_period(tmp_path, embedd
     s = Setup(tmp_path, embedded, compute={"remove_unknown_allocations_after": 600})
     assert s.cycle(startup=True).ok
     stranger = str(uuidlib.uuid4())
-    put_allocation(s.base, stranger, s.uuid(s.nodename), {"DISK_GB": 5}, "INSTANCE")
+    put_allocation(
+        s.base, stranger, s.uuid(s.nodename), {"DISK_GB": 5}, "INSTANCE", ("p-gone", "u-gone")
+    )
     migration = str(uuidlib.uuid4())
     put_allocation(s.base, migration, s.uuid(s.nodename), {"DISK_GB": 3})
-    both = sorted([stranger, migration])
-    assert sorted(s.cycle().nodes[0].unknown_consumers) == both  # first seen now
+    # nova's migration record: no consumer type, the owner of an instance listed here.
+    untyped = str(uuidlib.uuid4())
+    put_allocation(s.base, untyped, s.uuid(s.nodename), {"DISK_GB": 2}, None)
+    every = sorted([stranger, migration, untyped])
+    assert sorted(s.cycle().nodes[0].unknown_consumers) == every  # first seen now
     s.now += 599
-    assert sorted(s.cycle().nodes[0].unknown_consumers) == both
+    assert sorted(s.cycle().nodes[0].unknown_consumers) == every
     s.now += 2
     outcome = s.cycle()
     assert outcome.nodes[0].allocations_removed == [stranger]
     assert s.held(stranger) == {}
     # A migration record is never an instance's leak: nova gives it back itself.
-    assert outcome.nodes[0].unknown_consumers == [migration]
+    kept = sorted([migration, untyped])
+    assert sorted(outcome.nodes[0].unknown_consumers) == kept
     assert s.held(migration) == {s.nodename: {"DISK_GB": 3}}
+    assert s.held(untyped) == {s.nodename: {"DISK_GB": 2}}
+    states = {c["consumer"]: c for c in outcome.nodes[0].consumers}
+    assert "project and user of an instance listed here" in states[untyped]["why"]
     s.now += 3600
-    assert s.cycle().nodes[0].unknown_consumers == [migration]
+    assert sorted(s.cycle().nodes[0].unknown_consumers) == kept
 
 
 def test_known_consumers_survive_a_restart(setup, embedded):
@@ -365,8 +384,13 @@ def test_startup_cycle_reshapes_and_a_later_cycle_refuses_to(tmp_path, embedded)
 
 
 def test_shared_storage_disk_goes_to_the_sharing_provider_found_once(tmp_path, embedded):
-    """DISK_GB on shared storage: against the provider sharing it by aggregate."""
-    s = Setup(tmp_path, embedded)
+    """DISK_GB on shared storage: against the provider sharing it by aggregate.
+
+    Instances that already hold their allocation move their disk to the
+    sharing provider found later only when the operator asks for drift to be
+    rewritten (``rewrite_differing_allocations``); new ones go there anyway.
+    """
+    s = Setup(tmp_path, embedded, compute={"rewrite_differing_allocations": True})
     s.host.set("shared_storage", True).write(s.host_path)
     s.driver.reload()
     assert s.cycle(startup=True).ok

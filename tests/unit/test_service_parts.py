@@ -8,7 +8,7 @@ from agent.model.allocations import ProviderAllocations
 from agent.model.exceptions import ConfigError
 from agent.service.metrics import parse_listen
 from agent.service.notify import Notifier
-from agent.tracker.audit_read import AuditRecord
+from agent.tracker.consumer_record import ConsumerRecord as AuditRecord
 
 
 @pytest.mark.parametrize(
@@ -40,7 +40,13 @@ def test_watchdog_interval_is_half_of_watchdog_usec(monkeypatch):
 
 
 def test_audit_record_round_trip_and_corrupt_state():
-    record = AuditRecord({"i1"}, {"u1": 5.0}, {"rp": ProviderAllocations(7, {"i1": {"VCPU": 2}})})
+    record = AuditRecord(
+        instances={"i1"},
+        unknown={"u1": 5.0},
+        held={"rp": ProviderAllocations(7, {"i1": {"VCPU": 2}})},
+        claims={"i2": 4.0},
+        gone={"i3"},
+    )
     assert AuditRecord.from_json(record.to_json()) == record
     assert AuditRecord.from_json({"instances": 3}) == AuditRecord()
     assert AuditRecord.from_json(None) == AuditRecord()

@@ -1,0 +1,102 @@
+"""The evidence the allocation audit reads a consumer's state from (docs/service.md).
+
+Pure functions of what Placement answered and what the driver listed; the
+rules that act on the states are :mod:`agent.tracker.audit`'s.
+
+Why CPU and memory: every instance holds VCPU or PCPU and MEMORY_MB, and in
+a nova cloud those classes live only on compute nodes and their NUMA cells.
+So an instance whose consumer holds CPU or memory on a provider outside this
+node's tree is held by another compute node: nova moved it (the conductor's
+``replace_allocation_with_migration`` then the scheduler's claim on the
+destination, nova/conductor/tasks/migrate.py; an evacuation's claim), and the
+domain still defined here is not evidence that this host should hold it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+
+from agent.model.allocations import MIGRATION, ByProvider, ConsumerAllocations
+from agent.shape.planning import CPU_MEMORY_CLASSES
+
+Owner = tuple[str | None, str | None]
+"""``(project_id, user_id)`` of an instance or consumer."""
+
+
+def cpu_memory_elsewhere(held: ConsumerAllocations, tree: Collection[str]) -> list[str]:
+    """Providers outside ``tree`` on which ``held`` has VCPU, PCPU or MEMORY_MB (sorted)."""
+    return sorted(
+        rp
+        for rp, amounts in held.allocations.items()
+        if rp not in tree and CPU_MEMORY_CLASSES & set(amounts)
+    )
+
+
+def moving_reason(held: ConsumerAllocations, tree: Collection[str], owned: Iterable[str]) -> str:
+    """Why an instance listed here is *moving*, or "" when it is not.
+
+    Moving: its consumer holds nothing on this node's ``owned`` providers and
+    holds CPU or memory on a provider outside ``tree`` (module docstring).
+    """
+    if held.on(owned):
+        return ""
+    elsewhere = cpu_memory_elsewhere(held, tree)
+    if not elsewhere:
+        return ""
+    return (
+        f"its CPU and memory are held on {', '.join(elsewhere)}, outside this node: "
+        "nova moved it (resize or live migration in progress, or evacuated)"
+    )
+
+
+def drift_line(want: ByProvider, have: ByProvider) -> str:
+    """One line naming both sides of a drift; "" when ``want == have``."""
+    if want == have:
+        return ""
+    return f"Placement holds {_show(have)}, the driver's plan is {_show(want)}"
+
+
+def _show(part: ByProvider) -> str:
+    if not part:
+        return "nothing"
+    return "; ".join(
+        f"{rp}: " + ", ".join(f"{rc}={n}" for rc, n in sorted(a.items()))
+        for rp, a in sorted(part.items())
+    )
+
+
+def migration_guard(
+    owners: Mapping[str, Owner], moving: Collection[str]
+) -> tuple[set[Owner], bool]:
+    """What protects an unknown consumer from ``remove_unknown_allocations_after``.
+
+    nova's migration records carry no consumer type (nova writes at 1.28-1.36)
+    and hold the source host's share of a moving instance under the
+    migration's UUID, with the instance's project and user
+    (``replace_allocation_with_migration``). So an unknown consumer is kept
+    when its owner is that of an instance listed here (its migration record,
+    a same-host resize's old flavor), and every unknown consumer is kept
+    while an instance listed here is *moving*.
+
+    Args:
+        owners: ``{instance: (project_id, user_id)}`` of the listed instances.
+        moving: the listed instances found moving this cycle.
+
+    Returns:
+        ``(protected owners, keep every unknown consumer)``.
+    """
+    return set(owners.values()), bool(moving)
+
+
+def keep_unknown(held: ConsumerAllocations, protected: set[Owner], all_kept: bool) -> str:
+    """Why an unknown consumer must stay (:func:`migration_guard`), or "" to remove it."""
+    if held.consumer_type == MIGRATION:
+        return "typed MIGRATION: nova gives it back itself"
+    if all_kept:
+        return "an instance listed here is moving: it may be that move's migration record"
+    if (held.project_id, held.user_id) in protected:
+        return (
+            "owned by the project and user of an instance listed here: "
+            "it may be that instance's migration record"
+        )
+    return ""
