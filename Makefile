@@ -17,14 +17,15 @@ install: $(STAMP) $(BASH_COMPLETION) $(ZSH_COMPLETION) $(MANPAGE)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	# libvirt-python builds against the system library: its headers and pkg-config first.
+	# libvirt-python (the libvirt extra: the libvirt driver and its tests) builds against the
+	# system library: its headers and pkg-config first.
 	pkg-config --exists libvirt 2>/dev/null || { apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libvirt-dev pkg-config; } >/dev/null
 	# systemd-python (oslo.log's journal handler) builds against libsystemd likewise.
 	pkg-config --exists libsystemd 2>/dev/null || { apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libsystemd-dev; } >/dev/null
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,libvirt]'
 	touch $(STAMP)
 
 $(BASH_COMPLETION): $(STAMP) $(CLI_SOURCES)
