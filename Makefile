@@ -46,6 +46,9 @@ $(MANPAGE): $(STAMP) $(CLI_SOURCES)
 # The main job: one start-up cycle of the service on this machine's real hardware
 # (host driver) against the embedded placement, then Placement's view of it.
 run: install
+	# discover --devices names PCI devices from the system's PCI ID database (Debian's pci.ids).
+	test -e /usr/share/misc/pci.ids || test -e /usr/share/hwdata/pci.ids || { apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends pci.ids; } >/dev/null
 	$(BIN)/compute-agent run --once --config examples/this-host.conf --driver host
 	$(BIN)/compute-agent show --config examples/this-host.conf --driver host
 
