@@ -110,14 +110,11 @@ class PlacementClient:
 
         Every thread that sends through this client shares the bound (the
         writer's and the audit's pools, nodes synced in parallel), so
-        ``[placement] max_concurrent_requests`` holds however the work is split.
-        The HTTP session keeps that many connections per host
-        (:func:`~agent.placement.http.pool_connections`), so none is closed and
-        reopened between bursts.
+        ``[placement] max_concurrent_requests`` holds however the work is split;
+        the session keeps as many connections per host (:func:`.http.pool_connections`).
         """
         self._in_flight = threading.BoundedSemaphore(max(1, requests))
-        session = getattr(self.adapter, "session", None)
-        if isinstance(session, ks_session.Session):
+        if isinstance(session := getattr(self.adapter, "session", None), ks_session.Session):
             pool_connections(session.session, requests)
 
     @property
