@@ -17,14 +17,15 @@ install: $(STAMP) $(BASH_COMPLETION) $(ZSH_COMPLETION) $(MANPAGE)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	# libvirt-python builds against the system library: its headers and pkg-config first.
+	# libvirt-python (the libvirt extra: the libvirt driver and its tests) builds against the
+	# system library: its headers and pkg-config first.
 	pkg-config --exists libvirt 2>/dev/null || { apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libvirt-dev pkg-config; } >/dev/null
 	# systemd-python (oslo.log's journal handler) builds against libsystemd likewise.
 	pkg-config --exists libsystemd 2>/dev/null || { apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libsystemd-dev; } >/dev/null
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,libvirt]'
 	touch $(STAMP)
 
 $(BASH_COMPLETION): $(STAMP) $(CLI_SOURCES)
@@ -45,6 +46,9 @@ $(MANPAGE): $(STAMP) $(CLI_SOURCES)
 # The main job: one start-up cycle of the service on this machine's real hardware
 # (host driver) against the embedded placement, then Placement's view of it.
 run: install
+	# discover --devices names PCI devices from the system's PCI ID database (Debian's pci.ids).
+	test -e /usr/share/misc/pci.ids || test -e /usr/share/hwdata/pci.ids || { apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends pci.ids; } >/dev/null
 	$(BIN)/compute-agent run --once --config examples/this-host.conf --driver host
 	$(BIN)/compute-agent show --config examples/this-host.conf --driver host
 

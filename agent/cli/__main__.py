@@ -1,5 +1,5 @@
-"""``python -m agent.cli.main``: the compute-agent command."""
+"""``python -m agent.cli``: the compute-agent command (the console script's entry point)."""
 
-from agent.cli.main.main import main
+from agent.cli.main import main
 
 raise SystemExit(main())

@@ -1,8 +1,9 @@
 """Vendor, device and class names from the system's PCI ID database (``pci.ids``).
 
 The file is the one ``lspci`` reads (Debian's ``pci.ids`` package,
-``/usr/share/misc/pci.ids``; ``hwdata`` elsewhere). It is optional: without
-it names are empty and the ids are shown alone.
+``/usr/share/misc/pci.ids``, which ``make run`` installs when missing; ``hwdata``
+elsewhere). It is optional: without it names are empty and the ids are shown
+alone.
 
 Format (its own header documents it): ``vvvv  vendor`` at the start of a
 line, ``<TAB>dddd  device`` under it, ``<TAB><TAB>ssss ssss  subsystem``

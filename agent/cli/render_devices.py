@@ -18,8 +18,7 @@ JSON_FORMAT = "compute-agent.devices/1"
 
 HEADERS = (
     "ADDRESS",
-    "ID",
-    "NAME",
+    "DEVICE",
     "CLASS",
     "DRIVER",
     "NETDEV",
@@ -67,9 +66,21 @@ def devices_document(
     }
 
 
+def device_label(doc: dict[str, Any]) -> str:
+    """``vendor product (vvvv:pppp)`` as ``lspci -nn`` writes it; the id alone without names.
+
+    The numeric id stays beside the name: it is what ``[pci] device_spec``
+    and the ``CUSTOM_PCI_{VENDOR}_{PRODUCT}`` class are written with, and
+    what a database older than the device still knows it by.
+    """
+    if not doc["vendor_id"]:
+        return "-"
+    ident = f"{doc['vendor_id']}:{doc['product_id']}"
+    name = " ".join(p for p in (doc["vendor_name"], doc["product_name"]) if p)
+    return f"{name} ({ident})" if name else ident
+
+
 def _row(doc: dict[str, Any]) -> list[str]:
-    ident = f"{doc['vendor_id']}:{doc['product_id']}" if doc["vendor_id"] else "-"
-    name = " ".join(p for p in (doc["vendor_name"], doc["product_name"]) if p) or "-"
     klass = doc["class_code"] or "-"
     if doc["class_name"]:
         klass = f"{klass} {doc['class_name']}"
@@ -79,8 +90,7 @@ def _row(doc: dict[str, Any]) -> list[str]:
     numa = "-" if doc["numa_node"] is None else str(doc["numa_node"])
     return [
         doc["address"],
-        ident,
-        name,
+        device_label(doc),
         klass,
         doc["driver"] or "-",
         ", ".join(doc["netdevs"]) or "-",

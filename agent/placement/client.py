@@ -36,7 +36,7 @@ from agent.placement.errors import (
     PlacementUnavailable,
     parse_error,
 )
-from agent.placement.http import environment_once
+from agent.placement.http import environment_once, pool_connections
 from agent.placement.tries import RETRY_STATUSES, Retry, TryLimits
 
 LOG = logging.getLogger(__name__)
@@ -110,9 +110,12 @@ class PlacementClient:
 
         Every thread that sends through this client shares the bound (the
         writer's and the audit's pools, nodes synced in parallel), so
-        ``[placement] max_concurrent_requests`` holds however the work is split.
+        ``[placement] max_concurrent_requests`` holds however the work is split;
+        the session keeps as many connections per host (:func:`.http.pool_connections`).
         """
         self._in_flight = threading.BoundedSemaphore(max(1, requests))
+        if isinstance(session := getattr(self.adapter, "session", None), ks_session.Session):
+            pool_connections(session.session, requests)
 
     @property
     def deadline(self) -> float | None:

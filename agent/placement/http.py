@@ -1,4 +1,13 @@
-"""The HTTP session under keystoneauth: the process environment read once per host.
+"""The HTTP session under keystoneauth: the environment read once, connections kept.
+
+Connections: ``requests``' adapters keep 10 connections per host
+(``DEFAULT_POOLSIZE``); with more requests in flight than that
+(``[placement] max_concurrent_requests``), urllib3 closes every connection
+beyond 10 as it comes back ("Connection pool is full, discarding
+connection") and the next burst opens them again. :func:`pool_connections`
+sizes the pools to the bound on requests in flight.
+
+Environment:
 
 ``requests`` looks the proxy settings up in ``os.environ`` again for every
 request (``Session.merge_environment_settings`` -> ``get_environ_proxies``,
@@ -18,6 +27,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import requests
+from keystoneauth1.session import TCPKeepAliveAdapter
+from requests.adapters import HTTPAdapter
 
 
 def _hashable(value: Any) -> Any:
@@ -73,4 +84,46 @@ def environment_once(session: requests.Session) -> requests.Session:
         ``session``, changed in place.
     """
     session.merge_environment_settings = _Memo(session)  # type: ignore[method-assign]
+    return session
+
+
+def pool_connections(session: requests.Session, size: int) -> requests.Session:
+    """Keep up to ``size`` connections per host in each of ``session``'s HTTP adapters.
+
+    Each adapter is replaced by one of the same kind whose pools hold
+    ``size`` connections (urllib3's ``maxsize``, per host: each Placement
+    endpoint gets its own pool). keystoneauth's :class:`TCPKeepAliveAdapter`
+    stays one, with its TLS ciphers and minimum version, so its socket
+    options (TCP keepalive, Nagle off; keystoneauth bug 1323862) still apply;
+    the adapter's retry policy is kept. Adapters already of that size are left alone.
+
+    Args:
+        session: a ``requests`` session (keystoneauth's ``Session().session``).
+        size: connections per host, at least 1; the number of requests that may be in
+            flight at once through this session.
+
+    Returns:
+        ``session``, changed in place.
+    """
+    size = max(1, size)
+    for prefix, old in list(session.adapters.items()):
+        if not isinstance(old, HTTPAdapter) or old._pool_maxsize == size:
+            continue
+        new: HTTPAdapter
+        if isinstance(old, TCPKeepAliveAdapter):
+            new = TCPKeepAliveAdapter(
+                pool_connections=old._pool_connections,
+                pool_maxsize=size,
+                max_retries=old.max_retries,
+                tls_ciphers=old.tls_ciphers,
+                tls_min_version=old.tls_min_version,
+            )
+        else:
+            new = HTTPAdapter(
+                pool_connections=old._pool_connections,
+                pool_maxsize=size,
+                max_retries=old.max_retries,
+            )
+        session.mount(prefix, new)
+        old.close()
     return session

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
+from agent.cli.commands import common
 from agent.cli.main import main
 from agent.model.provider_tree import child_uuid, default_root_uuid
 from agent.shape.layout import OWNER_TRAIT
 from agent.state.store import StateStore
-from tests.helpers.paths import EXAMPLES, REPO
+from tests.helpers.paths import EXAMPLES, REPO, SYSFS
+
+GPU_HOST = SYSFS / "gpu-host"
 
 SMALL_ROOT = default_root_uuid("small-host")
 BIG_ROOT = default_root_uuid("big-host")
@@ -241,7 +246,6 @@ def test_tree_format(capsys, tmp_path):
             ["--driver", "fake", "--fake-host", "/nonexistent.yaml"],
             "/nonexistent.yaml: cannot read",
         ),
-        ([], "[compute] driver is not set"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, args, message):
@@ -252,6 +256,49 @@ def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, args, message):
     assert code == 2
     assert message in err
     assert err.count("\n") == 1
+
+
+@pytest.fixture
+def no_configuration(monkeypatch, tmp_path):
+    """No configuration file or directory anywhere: the defaults point at nothing."""
+    monkeypatch.setattr(common, "DEFAULT_CONFIG_FILES", (str(tmp_path / "absent.conf"),))
+    monkeypatch.setattr(common, "DEFAULT_CONFIG_DIRS", (str(tmp_path / "absent.conf.d"),))
+
+
+def test_no_configuration_at_all_reads_this_host(capsys, no_configuration):
+    code = main(["discover", "--format", "json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    doc = json.loads(captured.out)
+    assert doc["driver"] == "host"
+    (node,) = doc["nodes"]
+    assert node["nodename"] == socket.gethostname()
+    root = next(p for p in node["providers"] if p["parent_provider_uuid"] is None)
+    assert root["inventories"]["VCPU"]["total"] == psutil.cpu_count(logical=True)
+    assert root["inventories"]["MEMORY_MB"]["total"] == psutil.virtual_memory().total // 2**20
+
+
+def test_no_driver_named_reads_this_host_devices_too(capsys, no_configuration):
+    code = main(["discover", "--devices", "--format", "json", "--sysfs-root", str(GPU_HOST)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert json.loads(captured.out)["driver"] == "host"
+
+
+def test_a_configured_driver_still_wins(capsys, monkeypatch, tmp_path):
+    conf = tmp_path / "c.conf"
+    conf.write_text(
+        f"[DEFAULT]\nstate_path = {tmp_path}\n[compute]\ndriver = fake\n"
+        f"[fake]\nhost_file = {EXAMPLES / 'small-host.yaml'}\n"
+    )
+    # the default file, as /etc/compute-agent would hold it
+    monkeypatch.setattr(common, "DEFAULT_CONFIG_FILES", (str(conf),))
+    monkeypatch.setattr(common, "DEFAULT_CONFIG_DIRS", (str(tmp_path / "absent.conf.d"),))
+    code = main(["discover", "--format", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert doc["driver"] == "fake"
+    assert [n["nodename"] for n in doc["nodes"]] == ["small-host"]
 
 
 def test_malformed_host_file_through_the_console_script(tmp_path):

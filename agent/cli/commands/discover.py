@@ -17,6 +17,9 @@ from drivers import load_driver
 NAME = "discover"
 HELP = "show what would be reported to Placement; writes nothing"
 
+UNCONFIGURED_DRIVER = "host"
+"""The driver of a ``discover`` that names none: this machine, as NFD's ``-oneshot`` reads it."""
+
 
 def register(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``discover``."""
@@ -52,16 +55,23 @@ def register(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the tree and allocations (or the devices) of every node of the configured driver.
 
+    With no driver named (no ``--driver``, no ``[compute] driver`` in any
+    configuration file), this host is read with the host driver
+    (:data:`UNCONFIGURED_DRIVER`), as Node Feature Discovery's ``-oneshot``
+    does; a configured driver wins. The service (``run``) still refuses to
+    start without one.
+
     Raises:
         OSError: the ``--pci-ids`` file cannot be read.
     """
     conf = load_conf(args)
-    driver = load_driver(conf.compute.driver, conf)
+    driver_name = conf.compute.driver or UNCONFIGURED_DRIVER
+    driver = load_driver(driver_name, conf)
     out = Output()
     if args.devices:
         names = PciIds.load([args.pci_ids] if args.pci_ids else SEARCH_PATHS)
         nodes = [(n, driver.device_views(n)) for n in driver.get_nodenames()]
-        document = devices_document(nodes, conf.compute.driver, names)
+        document = devices_document(nodes, driver_name, names)
         if args.format == "json":
             out.json(document)
         else:
@@ -69,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     reports = discover(driver, StateStore(conf.state_path))
     if args.format == "json":
-        out.json(json_document(reports, conf.compute.driver))
+        out.json(json_document(reports, driver_name))
     else:
         render_tree(reports, out)
     return EXIT_OK

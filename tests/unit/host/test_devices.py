@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from agent.cli.commands import discover as discover_command
 from agent.cli.main import main
-from agent.cli.pci_ids import PciIds
+from agent.cli.pci_ids import SEARCH_PATHS, PciIds
 from drivers.host.device_spec import parse_device_specs
 from drivers.host.devices import device_views
 from drivers.host.discovery import discover_host
@@ -164,6 +165,61 @@ def test_discover_devices_in_a_pipe_is_one_tab_separated_line_per_device(capsys,
     rows = [line.split("\t") for line in lines[1:]]
     assert all(len(r) == len(header) for r in rows)
     pf = next(r for r in rows if r[0] == "0000:3b:00.0")
-    assert pf[1] == "8086:1572"
-    assert pf[2] == "Intel Corporation Ethernet Controller X710 for 10GbE SFP+"
+    # the name, and beside it the id that device_spec and the resource class are written with
+    assert pf[header.index("DEVICE")] == (
+        "Intel Corporation Ethernet Controller X710 for 10GbE SFP+ (8086:1572)"
+    )
     assert pf[header.index("OFFERED AS")] == "SRIOV_NET_VF"
+
+
+def test_discover_devices_without_pci_ids_shows_the_ids(capsys, tmp_path):
+    absent = str(tmp_path / "no-pci.ids")
+    code, out = run_discover(
+        capsys, tmp_path, "--sysfs-root", str(SYSFS / "gpu-host"), "--pci-ids", absent
+    )
+    assert code == 0
+    header, *rows = (line.split("\t") for line in out.splitlines())
+    gpu = next(r for r in rows if r[0] == "0000:87:00.0")
+    assert gpu[header.index("DEVICE")] == "10de:13f2"
+
+
+def test_a_vendor_known_without_its_device_keeps_the_id(capsys, tmp_path):
+    ids = tmp_path / "pci.ids"
+    ids.write_text("10de  NVIDIA Corporation\n\t13f2  GM204GL [Tesla M60]\n")
+    sysfs = tmp_path / "sysfs"
+    shutil.copytree(SYSFS / "gpu-host", sysfs, symlinks=True)
+    (sysfs / "sys/bus/pci/devices/0000:87:00.0/device").write_text("0x2335\n")
+    code, out = run_discover(capsys, tmp_path, "--sysfs-root", str(sysfs), "--pci-ids", str(ids))
+    assert code == 0
+    header, *rows = (line.split("\t") for line in out.splitlines())
+    device = {r[0]: r[header.index("DEVICE")] for r in rows}
+    assert device["0000:86:00.0"] == "NVIDIA Corporation GM204GL [Tesla M60] (10de:13f2)"
+    assert device["0000:87:00.0"] == "NVIDIA Corporation (10de:2335)"
+
+
+def test_the_system_database_is_searched_first_where_debian_installs_it():
+    # Debian's (and Ubuntu's) pci.ids package; hwdata's path on Fedora and RHEL
+    assert SEARCH_PATHS[0] == "/usr/share/misc/pci.ids"
+    assert "/usr/share/hwdata/pci.ids" in SEARCH_PATHS
+
+
+def test_without_pci_ids_discover_reads_the_first_system_database(capsys, tmp_path, monkeypatch):
+    """The search itself, on stand-ins for the system paths (the test does not depend on
+    what this machine has installed): the first that exists is read."""
+    monkeypatch.setattr(
+        discover_command, "SEARCH_PATHS", (str(tmp_path / "absent.ids"), str(PCI_IDS))
+    )
+    code, out = run_discover(
+        capsys, tmp_path, "--sysfs-root", str(SYSFS / "sriov-nic"), "--format", "json"
+    )
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["pci_ids"] == str(PCI_IDS)
+    pf = next(d for d in doc["nodes"][0]["devices"] if d["address"] == "0000:3b:00.0")
+    assert pf["vendor_name"] == "Intel Corporation"
+    monkeypatch.setattr(discover_command, "SEARCH_PATHS", (str(tmp_path / "absent.ids"),))
+    code, out = run_discover(
+        capsys, tmp_path, "--sysfs-root", str(SYSFS / "sriov-nic"), "--format", "json"
+    )
+    assert code == 0
+    assert json.loads(out)["pci_ids"] is None
