@@ -23,6 +23,7 @@ from agent.model import ownership
 from agent.model.exceptions import AgentError
 from agent.model.provider_tree import ProviderTree
 from agent.shape.layout import OWNER_TRAIT
+from agent.tracker.consumer_record import State
 
 if TYPE_CHECKING:
     from agent.placement.client import RequestEvent
@@ -118,6 +119,20 @@ class CycleMetrics:
             ["nodename"],
             registry=r,
         )
+        self.consumers = Gauge(
+            "compute_agent_consumers",
+            "Consumers of a node by the state the allocation audit found them in "
+            "(instance here, moving, claimed building, gone, not an instance).",
+            ["nodename", "state"],
+            registry=r,
+        )
+        self.allocation_drift = Gauge(
+            "compute_agent_allocation_drift",
+            "Instances whose allocation on a node differs from the agent's plan "
+            "(reported, rewritten only with rewrite_differing_allocations).",
+            ["nodename"],
+            registry=r,
+        )
 
     def observe(self, outcome: CycleOutcome, fatal: bool = False) -> None:
         """Record one cycle's outcome, node by node."""
@@ -136,8 +151,19 @@ class CycleMetrics:
             self.allocations_deleted.labels(node.nodename).inc(len(node.allocations_removed))
             if node.ok:
                 self.unknown_consumers.labels(node.nodename).set(len(node.unknown_consumers))
+                self.allocation_drift.labels(node.nodename).set(len(node.drift))
+                for state, count in consumer_counts(node.consumers).items():
+                    self.consumers.labels(node.nodename, state).set(count)
             if node.sync.reshaped:
                 self.reshapes.labels(node.nodename).inc()
+
+
+def consumer_counts(consumers: list[dict[str, str]]) -> dict[str, int]:
+    """``{state: consumers}`` of one node's audit, every state present (0 when none)."""
+    counts = {str(s): 0 for s in State}
+    for consumer in consumers:
+        counts[consumer["state"]] = counts.get(consumer["state"], 0) + 1
+    return counts
 
 
 class EventMetrics:

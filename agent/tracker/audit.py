@@ -34,7 +34,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 
 from agent.model.allocations import (
     ByProvider,
@@ -47,53 +46,11 @@ from agent.placement.report import ReportClient
 from agent.state.store import StateStore
 from agent.tracker import evidence
 from agent.tracker.audit_read import AuditView
-from agent.tracker.consumer_record import ConsumerRecord, ConsumerStatus, State
-from agent.tracker.own_writes import OwnWrites
+from agent.tracker.audit_result import AuditResult, AuditRules, failed
+from agent.tracker.consumer_record import ConsumerRecord, State
+from agent.tracker.removal import Removals, ours_of
 
 LOG = logging.getLogger(__name__)
-
-
-@dataclass
-class AuditResult:
-    """What one audit of one node did.
-
-    Attributes:
-        written: consumers whose allocations were written.
-        removed: consumers whose allocations on this host were removed.
-        unknown: consumers left alone because they are not instances here.
-        moving: instances listed here that nova is moving (nothing written).
-        drift: instances whose allocation differs from the plan (not rewritten
-            unless ``rewrite_differing_allocations``).
-        reads: providers whose allocations were read from Placement.
-        errors: one line per consumer whose write failed (retried next cycle).
-        statuses: every consumer's state and why (``show``, metrics).
-    """
-
-    written: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
-    unknown: list[str] = field(default_factory=list)
-    moving: list[str] = field(default_factory=list)
-    drift: list[str] = field(default_factory=list)
-    reads: int = 0
-    errors: list[str] = field(default_factory=list)
-    statuses: list[ConsumerStatus] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class AuditRules:
-    """The operator's choices the audit follows.
-
-    Attributes:
-        remove_unknown_after: seconds (``[compute] remove_unknown_allocations_after``);
-            0 never removes unknown consumers.
-        build_grace: seconds (``[DEFAULT] instance_build_timeout``) a claim may go
-            unlisted; 0 keeps it until listed or given back.
-        rewrite_drift: ``[compute] rewrite_differing_allocations``.
-    """
-
-    remove_unknown_after: int = 0
-    build_grace: int = 0
-    rewrite_drift: bool = False
 
 
 class AllocationAudit:
@@ -117,6 +74,7 @@ class AllocationAudit:
         self.state = state
         self.rules = rules or AuditRules()
         self.clock = clock
+        self.removals = Removals(report, self.rules, clock, self.checkpoint)
 
     def record(self, nodename: str) -> ConsumerRecord:
         """The stored record of ``nodename`` (empty when there is none)."""
@@ -188,10 +146,10 @@ class AllocationAudit:
         for consumer in sorted(unreadable):
             record.status(consumer, State.HERE, "listed but unreadable: left as Placement holds it")
         touched = self._instances(view, expected, present - set(unreadable), keep, result)
-        touched |= self.remove_gone(view, result)
+        touched |= self.removals.remove_gone(view, result)
         for consumer, when in sorted(record.claims.items()):
             record.status(consumer, State.BUILDING, f"claimed at {when:.0f}, not listed yet")
-        touched |= self._foreign(view, present, owners or {}, result)
+        touched |= self.removals.remove_foreign(view, present, owners or {}, result)
         record.settle(present, view.held)
         # Our own writes moved these generations: read them again next time,
         # unless one listing proves nobody else wrote them (agent.tracker.own_writes).
@@ -292,14 +250,14 @@ class AllocationAudit:
             if decided[0] or (have and not rewrite):
                 sent.clear()
                 return None
-            ours = self._ours(view, consumer)
+            ours = ours_of(view, consumer)
             sent[:] = [merge_ours(held, want, ours, keep, produces=view.produces)]
             return sent[0]
 
         try:
             wrote = self.report.edit_allocations(consumer, edit)
         except PlacementError as exc:
-            self._failed(f"instance {consumer}: allocation not written", exc, result)
+            failed(f"instance {consumer}: allocation not written", exc, result)
             return set()
         if decided and decided[0]:
             if consumer not in record.moving:
@@ -319,10 +277,6 @@ class AllocationAudit:
         LOG.info("instance %s: allocation written (%s)", consumer, want.on(view.owned))
         self.checkpoint(view)
         return set(want.providers) | set(view.held.get(consumer, {}))
-
-    def _ours(self, view: AuditView, consumer: str) -> set[str]:
-        """The providers whose part of ``consumer`` the agent decides (and its old sharing one)."""
-        return view.owned | set(view.record.shared.get(consumer, {}))
 
     def write_missing(
         self,
@@ -355,141 +309,7 @@ class AllocationAudit:
             self.checkpoint(view)
         return sorted(refused)
 
-    # -- gone and foreign ------------------------------------------------------------
-
-    def remove_gone(
-        self, view: AuditView, result: AuditResult, only: Iterable[str] | None = None
-    ) -> set[str]:
-        """Remove this host's part of gone instances; each stays *gone* until confirmed.
-
-        Args:
-            only: these gone instances, each asked of Placement (a targeted
-                update); None: every gone instance, those that the cycle's
-                read shows holding nothing here confirmed without a request.
-
-        Returns:
-            The providers touched.
-        """
-        record = view.record
-        touched: set[str] = set()
-        ask = set(only) if only is not None else set()
-        for consumer in sorted(record.gone if only is None else ask & record.gone):
-            here = view.held.get(consumer, {})
-            if not here and consumer not in record.shared and consumer not in ask:
-                record.removal_confirmed(consumer)
-                continue
-            try:
-                removed = self.report.remove_allocations_from(consumer, self._ours(view, consumer))
-            except PlacementError as exc:
-                self._failed(f"consumer {consumer}: allocations not removed", exc, result)
-                record.status(consumer, State.GONE, "no longer listed; removal to be retried")
-                continue
-            view.own.removed(consumer, self._ours(view, consumer))
-            if not removed and here:
-                # Still held here, yet nothing was removed: a migration record.
-                record.is_migration(consumer)
-                record.status(consumer, State.FOREIGN, "typed MIGRATION: nova gives it back")
-                result.unknown.append(consumer)
-                continue
-            record.removal_confirmed(consumer)
-            if removed:
-                result.removed.append(consumer)
-                LOG.info("instance %s: gone; its allocations on this host removed", consumer)
-            touched |= set(here)
-            self.checkpoint(view)
-        return touched
-
-    def _foreign(
-        self,
-        view: AuditView,
-        present: set[str],
-        owners: Mapping[str, evidence.Owner],
-        result: AuditResult,
-    ) -> set[str]:
-        """Consumers here that are not instances: left alone, or removed after the grace."""
-        record = view.record
-        now = self.clock()
-        protected, all_kept = evidence.migration_guard(owners, record.moving & present)
-        touched: set[str] = set()
-        for consumer in sorted(set(view.held) - present - set(record.claims) - record.gone):
-            first = record.first_seen_unknown(consumer, now)
-            grace = self.rules.remove_unknown_after
-            if consumer in record.migrations or not grace or now - first < grace:
-                result.unknown.append(consumer)
-                record.status(consumer, State.FOREIGN, "not an instance of this host: left alone")
-                continue
-            why: list[str] = []
-
-            def guard(held: ConsumerAllocations, why: list[str] = why) -> bool:
-                why[:] = [evidence.keep_unknown(held, protected, all_kept)]
-                return bool(why[0])
-
-            ours = view.owned | set(record.shared.get(consumer, {}))
-            try:
-                removed = self.report.remove_allocations_from(consumer, ours, guard)
-            except PlacementError as exc:
-                self._failed(f"consumer {consumer}: allocations not removed", exc, result)
-                continue
-            if not removed:
-                result.unknown.append(consumer)
-                record.status(consumer, State.FOREIGN, f"kept: {why[0] if why else 'nothing'}")
-                continue
-            view.own.removed(consumer, ours)
-            record.removal_confirmed(consumer)
-            result.removed.append(consumer)
-            LOG.info(
-                "consumer %s: not an instance of this host for %d s; its allocations here removed",
-                consumer,
-                int(now - first),
-            )
-            touched |= set(view.held.get(consumer, {}))
-        return touched
-
-    @staticmethod
-    def _failed(what: str, exc: PlacementError, result: AuditResult) -> None:
-        """One consumer's write failed: named in the outcome, tried again next cycle."""
-        line = f"{what}: {exc}"
-        LOG.error("%s", line)
-        result.errors.append(line)
-
     # -- claims ------------------------------------------------------------------------
-
-    def write(
-        self,
-        consumer: str,
-        want: ConsumerAllocations,
-        ours: set[str],
-        keep: Iterable[str] = (),
-        own: OwnWrites | None = None,
-        produces: frozenset[str] | None = None,
-    ) -> None:
-        """Write ``want`` on this host's providers, keeping what the consumer holds elsewhere.
-
-        The write path of claims: a read-edit-write with the consumer
-        generation (:meth:`ReportClient.edit_allocations`) of
-        :func:`~agent.model.allocations.merge_ours`.
-
-        Args:
-            consumer: the consumer UUID.
-            want: its allocations on this host's providers (and the sharing one).
-            ours: the providers whose part the agent decides.
-            keep: providers in ``ours`` whose part stays as held.
-            own: where a cycle's audit records its own writes (claims pass none).
-            produces: the classes the planner produces (others are kept as held).
-
-        Raises:
-            PlacementError: Placement refused the write (e.g. it does not fit).
-        """
-        kept = set(keep)
-        sent: list[ConsumerAllocations] = []
-
-        def edit(held: ConsumerAllocations) -> ConsumerAllocations:
-            # The last try is the one written.
-            sent[:] = [merge_ours(held, want, ours, kept, produces=produces)]
-            return sent[0]
-
-        if self.report.edit_allocations(consumer, edit) and sent and own is not None:
-            own.put(consumer, sent[0].allocations)
 
     def claimed(self, nodename: str, consumer: str, shared: ByProvider | None = None) -> None:
         """Record a claim of ``consumer`` on ``nodename`` (saved before its write is sent).

@@ -7,7 +7,7 @@ anything is written; Placement checks again when it writes, so a concurrent
 claim elsewhere cannot oversubscribe. The write merges: what the consumer
 already holds on providers that are not this agent's (the source host of a
 migration, a network agent's bandwidth provider) is kept
-(:meth:`AllocationAudit.write`). The claim is in the audit's record, saved
+(:func:`~agent.model.allocations.merge_ours`). The claim is in the audit's record, saved
 before the write is sent, as *claimed, building*
 (:mod:`agent.tracker.consumer_record`): the cycles keep it until the driver
 lists the instance (or ``[DEFAULT] instance_build_timeout`` passes).
@@ -19,9 +19,10 @@ so a claim and a cycle never interleave on one node.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 from agent.model import ownership
-from agent.model.allocations import ConsumerAllocations
+from agent.model.allocations import ConsumerAllocations, merge_ours
 from agent.model.exceptions import CapacityExceeded
 from agent.model.provider_tree import ProviderTree
 from agent.placement.report import ReportClient
@@ -93,11 +94,43 @@ class InstanceClaims:
         shared = plan.without(owned)
         # Recorded before the write is sent: a failure after it leaks nothing.
         self.audit.claimed(nodename, instance.uuid, shared)
-        self.audit.write(
-            instance.uuid, plan, owned | set(shared), produces=planned_classes(tree, owned)
-        )
+        self._write(instance.uuid, plan, owned | set(shared), produces=planned_classes(tree, owned))
         LOG.info("instance %s: claimed %s on %s", instance.uuid, plan.allocations, nodename)
         return plan
+
+    def _write(
+        self,
+        consumer: str,
+        want: ConsumerAllocations,
+        ours: set[str],
+        keep: Iterable[str] = (),
+        produces: frozenset[str] | None = None,
+    ) -> None:
+        """Write ``want`` on this host's providers, keeping what the consumer holds elsewhere.
+
+        A read-edit-write with the consumer
+        generation (:meth:`ReportClient.edit_allocations`) of
+        :func:`~agent.model.allocations.merge_ours`.
+
+        Args:
+            consumer: the consumer UUID.
+            want: its allocations on this host's providers (and the sharing one).
+            ours: the providers whose part the agent decides.
+            keep: providers in ``ours`` whose part stays as held.
+            produces: the classes the planner produces (others are kept as held).
+
+        Raises:
+            PlacementError: Placement refused the write (e.g. it does not fit).
+        """
+        kept = set(keep)
+        sent: list[ConsumerAllocations] = []
+
+        def edit(held: ConsumerAllocations) -> ConsumerAllocations:
+            # The last try is the one written.
+            sent[:] = [merge_ours(held, want, ours, kept, produces=produces)]
+            return sent[0]
+
+        self.report.edit_allocations(consumer, edit)
 
     def _check_capacity(self, tree: ProviderTree, plan: ConsumerAllocations) -> None:
         """Raise ``CapacityExceeded`` unless every amount of ``plan`` fits now."""

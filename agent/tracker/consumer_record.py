@@ -104,7 +104,8 @@ class ConsumerRecord:
         migrations: unknown consumers found to be typed ``MIGRATION``.
         drift: ``{consumer: the drift line last logged}``: a drift is logged
             once, again only when it changes.
-        statuses: the states the last audit derived (not stored).
+        statuses: the state the last audit derived for each consumer, and
+            why (stored for ``compute-agent show``).
     """
 
     instances: set[str] = field(default_factory=set)
@@ -116,7 +117,7 @@ class ConsumerRecord:
     shared: dict[str, ByProvider] = field(default_factory=dict)
     migrations: set[str] = field(default_factory=set)
     drift: dict[str, str] = field(default_factory=dict)
-    statuses: dict[str, ConsumerStatus] = field(default_factory=dict, compare=False)
+    statuses: dict[str, ConsumerStatus] = field(default_factory=dict)
 
     # -- storage -------------------------------------------------------------------
 
@@ -142,6 +143,10 @@ class ConsumerRecord:
                 shared={str(c): clean_by_provider(a) for c, a in doc.get("shared", {}).items()},
                 migrations={str(c) for c in doc.get("migrations", [])},
                 drift={str(c): str(d) for c, d in doc.get("drift", {}).items()},
+                statuses={
+                    str(c): ConsumerStatus(str(c), State(s["state"]), str(s["why"]), s["drift"])
+                    for c, s in doc.get("states", {}).items()
+                },
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             LOG.warning("allocation audit state is unusable (%s); reading it from Placement", exc)
@@ -164,6 +169,10 @@ class ConsumerRecord:
             "shared": dict(sorted(self.shared.items())),
             "migrations": sorted(self.migrations),
             "drift": dict(sorted(self.drift.items())),
+            "states": {
+                c: {"state": str(s.state), "why": s.why, "drift": s.drift}
+                for c, s in sorted(self.statuses.items())
+            },
         }
 
     def by_consumer(self, providers: Iterable[str]) -> dict[str, ByProvider]:

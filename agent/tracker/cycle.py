@@ -39,7 +39,8 @@ from agent.placement.report import ReportClient
 from agent.shape.planning import cpu_memory_providers, planned_classes
 from agent.state.store import StateStore
 from agent.tracker import audit_read
-from agent.tracker.audit import AllocationAudit, AuditRules
+from agent.tracker.audit import AllocationAudit
+from agent.tracker.audit_result import AuditRules
 from agent.tracker.claims import InstanceClaims
 from agent.tracker.outcome import CycleOutcome, NodeOutcome
 from agent.tracker.retained import retain_gone_hardware

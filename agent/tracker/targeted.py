@@ -37,7 +37,8 @@ from agent.model.provider_tree import ProviderTree
 from agent.placement.report import ReportClient
 from agent.placement.writer import SyncResult
 from agent.shape.planning import plan_allocations, planned_classes
-from agent.tracker.audit import AllocationAudit, AuditResult
+from agent.tracker.audit import AllocationAudit
+from agent.tracker.audit_result import AuditResult
 from agent.tracker.consumer_record import ConsumerRecord
 from agent.tracker.retained import retain_gone_hardware
 from agent.tracker.sharing import SharingProviders
@@ -181,7 +182,7 @@ class TargetedUpdates:
             self.audit.settle_one(
                 view, uuid, plans[uuid], keep, result, rewrite=self.audit.rules.rewrite_drift
             )
-        self.audit.remove_gone(view, result, only=vanished)
+        self.audit.removals.remove_gone(view, result, only=vanished)
         for uuid in result.written:
             _remember(record, uuid, plans[uuid].on(owned), owned)
         for uuid in result.removed:

@@ -16,7 +16,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 PRODUCT = ("agent", "drivers")
 MAX_MODULE_LINES = 400
-MAX_CLASS_LINES = 250
+# Raised from 250 by issue #26: one type owns all of a record's transitions
+# (ConsumerRecord), and the audit's state rules stay in one class; splitting them
+# only to fit would scatter one meaning (the issue's own rule).
+MAX_CLASS_LINES = 300
 MAX_FUNCTION_LINES = 60
 
 

@@ -18,6 +18,7 @@ from agent.placement.connect import placement_client
 from agent.placement.report import ReportClient
 from agent.service.exit_codes import EXIT_DRIFT, EXIT_OK
 from agent.state.store import StateStore
+from agent.tracker.consumer_record import ConsumerRecord
 from drivers import load_driver
 
 NAME = "show"
@@ -68,6 +69,32 @@ def drift_lines(held: ProviderTree, desired: ProviderTree) -> list[str]:
     return lines
 
 
+def consumer_states(state: StateStore, nodename: str) -> list[dict[str, str]]:
+    """Each consumer of ``nodename`` with its state and why, as the last audit found it.
+
+    Read from the audit's record in ``state_path`` (``consumers.json``):
+    ``[{"consumer", "state", "why", "drift"}]`` sorted by consumer; empty when
+    no cycle has audited the node yet.
+    """
+    record = ConsumerRecord.from_json(state.consumers(nodename))
+    return [record.statuses[c].to_json() for c in sorted(record.statuses)]
+
+
+def _print_consumers(out: Output, consumers: list[dict[str, str]]) -> None:
+    if not consumers:
+        out.print("consumers: none audited yet (run a cycle first)")
+        return
+    out.print("consumers (as the last cycle's audit found them):")
+    for c in consumers:
+        out.print(
+            f"  {escape(c['consumer'])}  [bold]{escape(c['state'])}[/bold]: {escape(c['why'])}"
+        )
+        if c["drift"]:
+            out.print(
+                f"[yellow]drift[/yellow]: instance {escape(c['consumer'])}: {escape(c['drift'])}"
+            )
+
+
 def run(args: argparse.Namespace) -> int:
     """Print each node's providers from Placement, then the drift."""
     conf = load_conf(args)
@@ -77,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
     nodes: list[dict[str, Any]] = []
     drift = False
     with placement_client(conf) as client:
-        report = ReportClient(client, StateStore(conf.state_path))
+        state = StateStore(conf.state_path)
+        report = ReportClient(client, state)
         for nodename in driver.get_nodenames():
             held = report.read_tree(nodename)
             if held is None:
@@ -94,7 +122,9 @@ def run(args: argparse.Namespace) -> int:
                 lines = drift_lines(held, desired)
             except ReshapeNeeded as exc:
                 lines = [f"a reshape is needed: {exc}"]
-            drift = drift or bool(lines)
+            consumers = consumer_states(state, nodename)
+            drifting = [c for c in consumers if c["drift"]]
+            drift = drift or bool(lines) or bool(drifting)
             nodes.append(
                 {
                     "nodename": nodename,
@@ -108,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
                         for p in held.all_data()
                     ],
                     "drift": lines,
+                    "consumers": consumers,
                 }
             )
             if as_json:
@@ -116,7 +147,8 @@ def run(args: argparse.Namespace) -> int:
             for root in held.root_uuids:
                 provider_branch(held, root, top, usages)
             out.tree(top)
-            if not lines:
+            _print_consumers(out, consumers)
+            if not lines and not drifting:
                 out.print("no drift: Placement matches what the driver reports")
             for line in lines:
                 out.print(f"[yellow]drift[/yellow]: {escape(line)}")

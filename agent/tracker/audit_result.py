@@ -1,0 +1,61 @@
+"""What one allocation audit did, and the operator's choices it follows."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from agent.placement.errors import PlacementError
+from agent.tracker.consumer_record import ConsumerStatus
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass
+class AuditResult:
+    """What one audit of one node did.
+
+    Attributes:
+        written: consumers whose allocations were written.
+        removed: consumers whose allocations on this host were removed.
+        unknown: consumers left alone because they are not instances here.
+        moving: instances listed here that nova is moving (nothing written).
+        drift: instances whose allocation differs from the plan (not rewritten
+            unless ``rewrite_differing_allocations``).
+        reads: providers whose allocations were read from Placement.
+        errors: one line per consumer whose write failed (retried next cycle).
+        statuses: every consumer's state and why (``show``, metrics).
+    """
+
+    written: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    moving: list[str] = field(default_factory=list)
+    drift: list[str] = field(default_factory=list)
+    reads: int = 0
+    errors: list[str] = field(default_factory=list)
+    statuses: list[ConsumerStatus] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class AuditRules:
+    """The operator's choices the audit follows.
+
+    Attributes:
+        remove_unknown_after: seconds (``[compute] remove_unknown_allocations_after``);
+            0 never removes unknown consumers.
+        build_grace: seconds (``[DEFAULT] instance_build_timeout``) a claim may go
+            unlisted; 0 keeps it until listed or given back.
+        rewrite_drift: ``[compute] rewrite_differing_allocations``.
+    """
+
+    remove_unknown_after: int = 0
+    build_grace: int = 0
+    rewrite_drift: bool = False
+
+
+def failed(what: str, exc: PlacementError, result: AuditResult) -> None:
+    """One consumer's write failed: named in the outcome, tried again next cycle."""
+    line = f"{what}: {exc}"
+    LOG.error("%s", line)
+    result.errors.append(line)

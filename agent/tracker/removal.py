@@ -1,0 +1,142 @@
+"""The removals of the allocation audit: *gone* instances, and consumers that are not instances.
+
+Rules (docs/service.md, "Allocation audit"): a gone instance loses this
+host's part of its allocations (its parts on other hosts stay) and stays
+*gone* in the record until Placement confirms it; a consumer that is not an
+instance is left alone, and removed after ``[compute]
+remove_unknown_allocations_after`` only when no evidence says it may be a
+migration record (:func:`agent.tracker.evidence.keep_unknown`). A migration
+record typed ``MIGRATION`` is never touched
+(:meth:`agent.placement.consumers.Consumers.remove_from`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+
+from agent.model.allocations import ConsumerAllocations
+from agent.placement.errors import PlacementError
+from agent.placement.report import ReportClient
+from agent.tracker import evidence
+from agent.tracker.audit_read import AuditView
+from agent.tracker.audit_result import AuditResult, AuditRules, failed
+from agent.tracker.consumer_record import State
+
+LOG = logging.getLogger(__name__)
+
+
+def ours_of(view: AuditView, consumer: str) -> set[str]:
+    """The providers whose part of ``consumer`` the agent decides (and its old sharing one)."""
+    return view.owned | set(view.record.shared.get(consumer, {}))
+
+
+class Removals:
+    """Removes what the audit's rules say must go (module docstring).
+
+    Args:
+        report: the Placement façade.
+        rules: the operator's choices.
+        clock: seconds since the epoch.
+        checkpoint: saves a view's record when it changed (after each removal).
+    """
+
+    def __init__(
+        self,
+        report: ReportClient,
+        rules: AuditRules,
+        clock: Callable[[], float],
+        checkpoint: Callable[[AuditView], None],
+    ) -> None:
+        self.report = report
+        self.rules = rules
+        self.clock = clock
+        self.checkpoint = checkpoint
+
+    def remove_gone(
+        self, view: AuditView, result: AuditResult, only: Iterable[str] | None = None
+    ) -> set[str]:
+        """Remove this host's part of gone instances; each stays *gone* until confirmed.
+
+        Args:
+            only: these gone instances, each asked of Placement (a targeted
+                update); None: every gone instance, those that the cycle's
+                read shows holding nothing here confirmed without a request.
+
+        Returns:
+            The providers touched.
+        """
+        record = view.record
+        touched: set[str] = set()
+        ask = set(only) if only is not None else set()
+        for consumer in sorted(record.gone if only is None else ask & record.gone):
+            here = view.held.get(consumer, {})
+            if not here and consumer not in record.shared and consumer not in ask:
+                record.removal_confirmed(consumer)
+                continue
+            try:
+                removed = self.report.remove_allocations_from(consumer, ours_of(view, consumer))
+            except PlacementError as exc:
+                failed(f"consumer {consumer}: allocations not removed", exc, result)
+                record.status(consumer, State.GONE, "no longer listed; removal to be retried")
+                continue
+            view.own.removed(consumer, ours_of(view, consumer))
+            if not removed and here:
+                # Still held here, yet nothing was removed: a migration record.
+                record.is_migration(consumer)
+                record.status(consumer, State.FOREIGN, "typed MIGRATION: nova gives it back")
+                result.unknown.append(consumer)
+                continue
+            record.removal_confirmed(consumer)
+            if removed:
+                result.removed.append(consumer)
+                LOG.info("instance %s: gone; its allocations on this host removed", consumer)
+            touched |= set(here)
+            self.checkpoint(view)
+        return touched
+
+    def remove_foreign(
+        self,
+        view: AuditView,
+        present: set[str],
+        owners: Mapping[str, evidence.Owner],
+        result: AuditResult,
+    ) -> set[str]:
+        """Consumers here that are not instances: left alone, or removed after the grace."""
+        record = view.record
+        now = self.clock()
+        protected, all_kept = evidence.migration_guard(owners, record.moving & present)
+        touched: set[str] = set()
+        for consumer in sorted(set(view.held) - present - set(record.claims) - record.gone):
+            first = record.first_seen_unknown(consumer, now)
+            grace = self.rules.remove_unknown_after
+            if consumer in record.migrations or not grace or now - first < grace:
+                result.unknown.append(consumer)
+                record.status(consumer, State.FOREIGN, "not an instance of this host: left alone")
+                continue
+            why: list[str] = []
+
+            def guard(held: ConsumerAllocations, why: list[str] = why) -> bool:
+                why[:] = [evidence.keep_unknown(held, protected, all_kept)]
+                return bool(why[0])
+
+            ours = view.owned | set(record.shared.get(consumer, {}))
+            try:
+                removed = self.report.remove_allocations_from(consumer, ours, guard)
+            except PlacementError as exc:
+                failed(f"consumer {consumer}: allocations not removed", exc, result)
+                continue
+            if not removed:
+                result.unknown.append(consumer)
+                record.status(consumer, State.FOREIGN, f"kept: {why[0] if why else 'nothing'}")
+                continue
+            view.own.removed(consumer, ours)
+            record.removal_confirmed(consumer)
+            result.removed.append(consumer)
+            LOG.info(
+                "consumer %s: not an instance of this host for %d s; its allocations here removed",
+                consumer,
+                int(now - first),
+            )
+            touched |= set(view.held.get(consumer, {}))
+        return touched
