@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.placement.client import PlacementClient
-from agent.placement.errors import parse_error
+from agent.placement.errors import PlacementError, parse_error
 
 Match = Callable[[str, str], bool]
 
@@ -69,7 +69,10 @@ def kill_at(
         if counter["seen"] != k:
             return real(method, template, *args, **kw)
         if when == "after":
-            real(method, template, *args, **kw)
+            try:
+                real(method, template, *args, **kw)
+            except PlacementError:
+                pass  # answered with an error: lost with the process all the same
         if state_path.exists():
             shutil.copytree(state_path, snapshot)
         else:
