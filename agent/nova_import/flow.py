@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import uuid as uuidlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from agent.model import ownership
 from agent.model.allocations import ConsumerAllocations, by_consumer, merge_ours
@@ -30,6 +30,7 @@ from agent.nova_import.instances import Consumers
 from agent.nova_import.nodes import NodeImport
 from agent.nova_import.refusal import Refusal, RowRefused
 from agent.nova_import.render import allocation_line, tree_lines
+from agent.nova_import.result import ImportResult
 from agent.nova_import.shape import node_tree
 from agent.nova_import.stale import GoneLookup, held_on, remove_gone
 from agent.placement import endpoints
@@ -38,36 +39,6 @@ from agent.placement.mirror import RootConflict
 from agent.placement.report import ReportClient
 from agent.shape.planning import cpu_memory_providers, plan_allocations
 from agent.shape.policy import LayoutPolicy
-
-
-@dataclass(slots=True)
-class ImportResult:
-    """What an import did (or, dry, would do).
-
-    Attributes:
-        nodes: nodenames whose tree was imported (or planned).
-        created: providers created. inventories, traits, aggregates: providers written.
-        allocations_written: consumers whose allocations were written (would be, dry).
-        allocations_unchanged: consumers Placement already held as nova says.
-        allocations_removed: consumers nova says are gone whose part was removed.
-        removed_lines: one line per consumer removed (not dry).
-        new_uuids: ``{compute_nodes.id: UUID}`` of rows without a UUID.
-        diff: the dry run's lines.
-        refusals: rows and consumers not imported.
-    """
-
-    nodes: list[str] = field(default_factory=list)
-    created: int = 0
-    inventories: int = 0
-    traits: int = 0
-    aggregates: int = 0
-    allocations_written: int = 0
-    allocations_unchanged: int = 0
-    allocations_removed: int = 0
-    removed_lines: list[str] = field(default_factory=list)
-    new_uuids: dict[int, str] = field(default_factory=dict)
-    diff: list[str] = field(default_factory=list)
-    refusals: list[Refusal] = field(default_factory=list)
 
 
 @dataclass(slots=True)
