@@ -77,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
     nodes: list[dict[str, Any]] = []
     drift = False
     with placement_client(conf) as client:
-        report = ReportClient(client, StateStore(conf.state_path))
+        # Read-only: "writes nothing" holds for the state directory too.
+        report = ReportClient(client, StateStore(conf.state_path, read_only=True))
         for nodename in driver.get_nodenames():
             held = report.read_tree(nodename)
             if held is None:
