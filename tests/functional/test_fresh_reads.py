@@ -1,5 +1,8 @@
 """Fresh where it must be (issue 26): what the agent reads of Placement agrees with Placement.
 
+- The shared-storage provider is worked out from what Placement says at each
+  lookup: a pool that leaves the compute node's aggregate gets no new DISK_GB,
+  a deleted pool fails no cycle, a full pool stays the node's pool.
 - The mirror's view of one provider comes from three GETs (inventories,
   traits, aggregates); another client's write landing between two of them
   must not leave an old inventory under the new generation (which no later
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+from uuid import uuid4
 
 import pytest
 
@@ -22,8 +26,10 @@ from agent.placement import endpoints
 from agent.placement.client import PlacementClient
 from agent.placement.mirror import READ_TRIES
 from agent.service.exit_codes import EXIT_DRIFT, EXIT_OK
-from tests.helpers.placement_http import call, http_get
-from tests.helpers.tracker import Setup
+from drivers.records import Flavor, Instance
+from tests.helpers.names import unique
+from tests.helpers.placement_http import call, http, http_get
+from tests.helpers.tracker import PROJECT, USER, Setup
 
 
 @pytest.fixture
@@ -155,3 +161,107 @@ def test_show_check_reports_drift_made_between_its_reads(setup, tmp_path, monkey
     assert code == EXIT_DRIFT, out
     assert not (tmp_path / "again" / "show-state").exists()  # show writes no state either
     assert f"{s.nodename} " in out and "Placement has" in out
+
+
+# -- the sharing provider ----------------------------------------------------------
+
+
+def shared_setup(tmp_path, embedded) -> tuple[Setup, str, str]:
+    """A node on shared storage whose instances' disks are on pool ``nfs`` of aggregate ``agg``.
+
+    Returns:
+        ``(setup, nfs UUID, agg)``, after the cycle that put the disks there.
+    """
+    s = Setup(tmp_path, embedded)
+    s.host.set("shared_storage", True).write(s.host_path)
+    s.driver.reload()
+    assert s.cycle(startup=True).ok
+    agg = str(uuid4())
+    nfs = call(s.base, "POST", "/resource_providers", {"name": unique("nfs")})["uuid"]
+    for path, body in (
+        (
+            "inventories",
+            {"resource_provider_generation": 0, "inventories": {"DISK_GB": {"total": 10_000}}},
+        ),
+        ("traits", {"resource_provider_generation": 1, "traits": ["MISC_SHARES_VIA_AGGREGATE"]}),
+        ("aggregates", {"resource_provider_generation": 2, "aggregates": [agg]}),
+    ):
+        call(s.base, "PUT", f"/resource_providers/{nfs}/{path}", body)
+    set_aggregates(s.base, s.uuid(s.nodename), [agg])
+    assert s.cycle().ok
+    assert s.held(s.inst(4))[pool_name(s, nfs)] == {"DISK_GB": 180}
+    return s, nfs, agg
+
+
+def set_aggregates(base: str, uuid: str, aggregates: list[str]) -> None:
+    generation = http_get(base, f"/resource_providers/{uuid}")["generation"]
+    call(
+        base,
+        "PUT",
+        f"/resource_providers/{uuid}/aggregates",
+        {"resource_provider_generation": generation, "aggregates": aggregates},
+    )
+
+
+def pool_name(s: Setup, nfs: str) -> str:
+    return http_get(s.base, f"/resource_providers/{nfs}")["name"]
+
+
+def new_instance(s: Setup, disk: int) -> Instance:
+    inst = Instance(str(uuid4()), PROJECT, USER, Flavor(1, 512, root_gb=disk))
+    s.driver.spawn(s.nodename, inst)  # the tracker claims it (it subscribed to the driver)
+    return inst
+
+
+def test_a_pool_that_left_the_aggregate_gets_no_new_disk(tmp_path, embedded):
+    """Issue 26, defect 4: the lookup was cached while the compute node's aggregates stayed."""
+    s, nfs, _ = shared_setup(tmp_path, embedded)
+    name = pool_name(s, nfs)
+    set_aggregates(s.base, nfs, [str(uuid4())])  # the pool moves to another aggregate
+    assert s.cycle().ok
+    inst = new_instance(s, 7)
+    assert name not in s.held(inst.uuid)
+    assert s.held(inst.uuid)  # its CPU and memory were claimed
+    assert s.cycle().ok
+    assert name not in s.held(inst.uuid)
+
+
+def test_a_deleted_pool_fails_no_cycle(tmp_path, embedded):
+    """Issue 26, defect 4: a deleted pool made every cycle fail with a 404 until a SIGHUP."""
+    s, nfs, _ = shared_setup(tmp_path, embedded)
+    for consumer in call(s.base, "GET", f"/resource_providers/{nfs}/allocations")["allocations"]:
+        body = http_get(s.base, f"/allocations/{consumer}")
+        body["allocations"] = {
+            rp: {"resources": a["resources"]} for rp, a in body["allocations"].items() if rp != nfs
+        }
+        http(s.base, "PUT", f"/allocations/{consumer}", body)
+    http(s.base, "DELETE", f"/resource_providers/{nfs}")
+    outcome = s.cycle()
+    assert outcome.ok, outcome.nodes[0].error
+    assert s.cycle().ok
+    inst = new_instance(s, 7)
+    assert s.held(inst.uuid)
+
+
+def test_the_lookup_costs_one_request_and_a_full_pool_stays(tmp_path, embedded):
+    """Steady cycle on shared storage: the listing, the two NUMA cells' allocations and the
+    lookup. A pool with no room left is not listed by ``resources=DISK_GB:1``: two more
+    requests show it is still the node's, and nothing moves off it."""
+    s, nfs, _ = shared_setup(tmp_path, embedded)
+    assert s.cycle().requests == 1 + 2 + 1
+    used = http_get(s.base, f"/resource_providers/{nfs}/usages")["usages"]["DISK_GB"]
+    inventory = http_get(s.base, f"/resource_providers/{nfs}/inventories")
+    call(
+        s.base,
+        "PUT",
+        f"/resource_providers/{nfs}/inventories",
+        {
+            "resource_provider_generation": inventory["resource_provider_generation"],
+            "inventories": {"DISK_GB": {"total": used}},
+        },
+    )
+    held = {s.inst(i): s.held(s.inst(i)) for i in (1, 2, 3, 4)}
+    outcome = s.cycle()
+    assert outcome.ok and outcome.nodes[0].allocations_written == []
+    assert outcome.requests == 1 + 2 + 3
+    assert {c: s.held(c) for c in held} == held
