@@ -1,16 +1,16 @@
 """Configuration: oslo.config options in the INI style of every OpenStack service.
 
-The options are defined by the modules of :data:`OPTION_MODULES` (the
-agent's own in :mod:`agent.conf.options`). Every option is registered on a
+The options are defined by the modules of
+:data:`agent.conf.catalog.OPTION_MODULES` (the agent's own in
+:mod:`agent.conf.options`). Every option is registered on a
 fresh :class:`oslo_config.cfg.ConfigOpts` by :func:`new_conf`; :func:`load`
 parses files and checks every value at once, so a bad value stops the agent
 at start with the option's name instead of failing later, mid-cycle.
-:func:`list_opts` feeds ``oslo-config-generator``.
+:func:`list_sample_opts` feeds ``oslo-config-generator``.
 """
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,33 +19,13 @@ import os_traits
 from oslo_config import cfg
 
 from agent.conf import logs, nova_conf
+from agent.conf.catalog import list_opts
 from agent.model.exceptions import ConfigError
 from agent.model.names import is_standard_resource_class
 
-OPTION_MODULES: tuple[str, ...] = (
-    "agent.conf.options",
-    "agent.placement.options",
-    "agent.service.options",
-    "drivers.host.options",
-    "drivers.libvirt.options",
-)
-"""Modules whose ``list_opts()`` adds options (each layer and driver owns its own options)."""
-
-
-def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
-    """Every option by group, for ``oslo-config-generator`` and for validation.
-
-    A group named by several sources (e.g. ``compute``) is merged into one entry.
-    """
-    merged: dict[str, list[cfg.Opt]] = {}
-    for source in (importlib.import_module(m).list_opts() for m in OPTION_MODULES):
-        for group, opts in source:
-            merged.setdefault(group, []).extend(opts)
-    return list(merged.items())
-
 
 def list_sample_opts() -> list[tuple[str, list[cfg.Opt]]]:
-    """:func:`list_opts` plus the ``password`` auth plugin's options, for the sample file.
+    """Every option (:func:`agent.conf.catalog.list_opts`) and the password plugin's, for samples.
 
     keystoneauth registers a plugin's options (``auth_url``, ``username``,
     ``password`` ...) only when the plugin is loaded, and ``auth_url`` is

@@ -40,6 +40,7 @@ from oslo_log import log as oslo_log
 from oslo_utils import strutils
 
 from agent import __version__
+from agent.conf.catalog import list_opts
 
 PROJECT = "compute-agent"
 
@@ -108,8 +109,6 @@ def secret_values(conf: cfg.ConfigOpts) -> set[str]:
     (the same options keystoneauth registers, so it finds them in place).
     """
     from keystoneauth1 import loading as ks_loading
-
-    from agent.conf.config import list_opts
 
     groups: list[tuple[str, list[cfg.Opt]]] = list(list_opts())
     plugin = conf.placement.auth_type

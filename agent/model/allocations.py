@@ -168,7 +168,11 @@ def merge_ours(
     compute node during a migration, a network agent's bandwidth provider, a
     provider without the owner trait) are kept as Placement holds them;
     parts on ``ours`` become exactly ``want``'s; providers in ``keep``
-    (hardware gone while in use) stay as held.
+    (hardware gone while in use) stay as held. With ``produces``, a
+    resource class the writer's planner cannot produce is never dropped
+    (issue 26: a flavor's ``resources:CUSTOM_*``, a VGPU or VF the import
+    does not plan): held on one of ``ours``, it stays as held, whatever
+    ``want`` says of it.
 
     Args:
         held: what Placement holds now (its generation is the one written).
@@ -178,26 +182,25 @@ def merge_ours(
         ours: the providers whose part the agent decides (its own tree's
             providers it owns, and a sharing provider it allocated on).
         keep: providers in ``ours`` whose part stays as held.
-        produces: the resource classes the writer's planner produces; a class
-            held on ``ours`` that is not among them (a flavor's
-            ``resources:CUSTOM_*``, a VGPU the import does not plan) is kept
-            as held (issue #26: never dropped from a consumer). None: every
-            class on ``ours`` is decided.
+        produces: the resource classes the writer's planner can put in a
+            plan; only those are decided on ``ours``. None: every class is
+            (each part on ``ours`` becomes exactly ``want``'s).
 
     Returns:
         The consumer to write: ``held``'s generation, ``want``'s owner and type
         (``held``'s where ``want`` names none).
     """
-    decided = set(ours) - set(keep)
+    kept = set(keep)
+    decided = set(ours) - kept
     merged = held.without(decided)
     for rp, amounts in want.allocations.items():
-        if rp not in set(keep):
+        if rp not in kept:
             merged[rp] = dict(amounts)
     if produces is not None:
-        for rp, amounts in held.on(decided).items():
-            for rc, n in amounts.items():
-                if rc not in produces:
-                    merged.setdefault(rp, {})[rc] = n
+        for rp in decided & held.allocations.keys():
+            unplanned = {rc: n for rc, n in held.allocations[rp].items() if rc not in produces}
+            if unplanned:
+                merged[rp] = {**merged.get(rp, {}), **unplanned}
     return ConsumerAllocations(
         allocations=clean_by_provider(merged),
         project_id=want.project_id or held.project_id,

@@ -11,15 +11,17 @@ writes what differs. Then every consumer's allocations
 :func:`agent.shape.planning.plan_allocations` and written with
 :meth:`~agent.placement.report.ReportClient.edit_allocations` and
 :func:`~agent.model.allocations.merge_ours`: parts on providers the import
-does not lay out are kept. Nothing that already matches is written, so a
+does not lay out are kept, and so are the classes its plan never holds
+(:func:`planned_classes`: a VF, a vGPU, a flavor's ``resources:CUSTOM_*``)
+on the providers it does. Nothing that already matches is written, so a
 second run writes nothing. A dry run reads the same and writes nothing.
 """
 
 from __future__ import annotations
 
 import uuid as uuidlib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, replace
 
 from agent.model import ownership
 from agent.model.allocations import ConsumerAllocations, by_consumer, merge_ours
@@ -30,6 +32,7 @@ from agent.nova_import.instances import Consumers
 from agent.nova_import.nodes import NodeImport
 from agent.nova_import.refusal import Refusal, RowRefused
 from agent.nova_import.render import allocation_line, tree_lines
+from agent.nova_import.result import ImportResult
 from agent.nova_import.shape import node_tree
 from agent.nova_import.stale import GoneLookup, held_on, remove_gone
 from agent.placement import endpoints
@@ -38,36 +41,7 @@ from agent.placement.mirror import RootConflict
 from agent.placement.report import ReportClient
 from agent.shape.planning import cpu_memory_providers, plan_allocations
 from agent.shape.policy import LayoutPolicy
-
-
-@dataclass(slots=True)
-class ImportResult:
-    """What an import did (or, dry, would do).
-
-    Attributes:
-        nodes: nodenames whose tree was imported (or planned).
-        created: providers created. inventories, traits, aggregates: providers written.
-        allocations_written: consumers whose allocations were written (would be, dry).
-        allocations_unchanged: consumers Placement already held as nova says.
-        allocations_removed: consumers nova says are gone whose part was removed.
-        removed_lines: one line per consumer removed (not dry).
-        new_uuids: ``{compute_nodes.id: UUID}`` of rows without a UUID.
-        diff: the dry run's lines.
-        refusals: rows and consumers not imported.
-    """
-
-    nodes: list[str] = field(default_factory=list)
-    created: int = 0
-    inventories: int = 0
-    traits: int = 0
-    aggregates: int = 0
-    allocations_written: int = 0
-    allocations_unchanged: int = 0
-    allocations_removed: int = 0
-    removed_lines: list[str] = field(default_factory=list)
-    new_uuids: dict[int, str] = field(default_factory=dict)
-    diff: list[str] = field(default_factory=list)
-    refusals: list[Refusal] = field(default_factory=list)
+from agent.shape.provider_names import whole_device_provider_name
 
 
 @dataclass(slots=True)
@@ -237,6 +211,26 @@ def plan_node(
     return {c: replace(p, consumer_type=consumers.types[c]) for c, p in plans.items()}
 
 
+def planned_classes(laid: Iterable[_Laid]) -> set[str]:
+    """The resource classes the import's plan can hold for a consumer (issue 26).
+
+    nova's rows give each consumer its flavor (VCPU or PCPU, MEMORY_MB,
+    DISK_GB) and its ``type-PCI`` devices (one unit of the class of the
+    device's provider): :func:`agent.nova_import.instances.instance_record`.
+    Never a VF (``type-VF`` rows are neutron ports' business, not the
+    flavor's), an mdev (nova's rows do not say which instance holds which),
+    nor a flavor's ``resources:CUSTOM_*``: those a consumer holds on the
+    import's providers are kept as held (:func:`merge_ours`'s ``produces``).
+    """
+    classes = {"VCPU", "PCPU", "MEMORY_MB", "DISK_GB"}
+    for n in laid:
+        for device in n.node.resources.pci_devices:
+            name = whole_device_provider_name(n.node.nodename, device.address, n.policy)
+            if n.tree.exists(name):
+                classes.update(n.tree.data(name).inventory)
+    return classes
+
+
 def write_allocations(
     report: ReportClient,
     plans: Mapping[str, ConsumerAllocations],
@@ -244,6 +238,7 @@ def write_allocations(
     dry: bool,
     res: ImportResult,
     keep: Mapping[str, set[str]] | None = None,
+    produces: Collection[str] | None = None,
 ) -> None:
     """Write (or, dry, diff) each consumer's part on the import's providers.
 
@@ -251,6 +246,8 @@ def write_allocations(
         ours: every provider the import lays out (all nodes) and the sharing
             providers it allocates on; a consumer's parts elsewhere are kept.
         keep: ``{consumer: providers}`` in ``ours`` whose part stays as held.
+        produces: the classes the plans can hold (:func:`planned_classes`);
+            others held on ``ours`` stay as held. None: every class.
     """
     keep = keep or {}
     for consumer, want in plans.items():
@@ -258,12 +255,12 @@ def write_allocations(
         try:
             if dry:
                 held = report.get_allocations(consumer)
-                merged = merge_ours(held, want, ours, kept)
+                merged = merge_ours(held, want, ours, kept, produces=produces)
                 changed = not _same(merged, held)
                 if changed:
                     res.diff.append(allocation_line(consumer, held, merged))
             else:
-                changed = report.edit_allocations(consumer, _editor(want, ours, kept))
+                changed = report.edit_allocations(consumer, _editor(want, ours, kept, produces))
         except PlacementError as exc:
             res.refusals.append(
                 Refusal(
@@ -282,12 +279,12 @@ def write_allocations(
 
 
 def _editor(
-    want: ConsumerAllocations, ours: set[str], kept: set[str]
+    want: ConsumerAllocations, ours: set[str], kept: set[str], produces: Collection[str] | None
 ) -> Callable[[ConsumerAllocations], ConsumerAllocations | None]:
     """The ``edit_allocations`` step: ``merge_ours``, or None when nothing would change."""
 
     def edit(held: ConsumerAllocations) -> ConsumerAllocations | None:
-        merged = merge_ours(held, want, ours, kept)
+        merged = merge_ours(held, want, ours, kept, produces=produces)
         return None if _same(merged, held) else merged
 
     return edit
@@ -330,10 +327,11 @@ def import_cell(
         for c, nodes in consumers.keep_on.items()
     }
     planned: set[str] = set()
+    produces = planned_classes(laid)
     for node in laid:
         plans = plan_node(report, node, consumers)
         planned |= set(plans)
-        write_allocations(report, plans, ours, dry, res, keep)
+        write_allocations(report, plans, ours, dry, res, keep, produces)
     if gone is not None:
         # Providers Placement already had (a generation): new ones hold nothing yet.
         existing = {u for n in laid for u in n.owned if _in_placement(n.held, u)}

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from agent.model.allocations import ConsumerAllocations
 from agent.model.provider_tree import ProviderTree
 from agent.model.resources import inventory_body
 from agent.model.tree_diff import TreeDiff
-
-if TYPE_CHECKING:
-    from agent.nova_import.flow import ImportResult
+from agent.nova_import.result import ImportResult
 
 
 def _inventory(tree: ProviderTree, uuid: str) -> str:

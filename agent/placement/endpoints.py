@@ -53,18 +53,21 @@ def find_by_name(client: PlacementClient, name: str) -> list[ProviderRecord]:
 
 
 def sharing_providers(
-    client: PlacementClient, aggregates: set[str], resource_class: str
+    client: PlacementClient, aggregates: set[str], resource_class: str | None
 ) -> list[ProviderRecord]:
-    """``GET /resource_providers`` of sharing providers of ``resource_class`` in ``aggregates``.
+    """``GET /resource_providers`` of sharing providers in ``aggregates``.
 
     Filters: ``member_of=in:...`` (1.3), ``required=MISC_SHARES_VIA_AGGREGATE``
-    (1.18) and ``resources=RC:1``; ``aggregates`` must not be empty.
+    (1.18) and, with ``resource_class``, ``resources=RC:1``: Placement then
+    lists only providers with room for one unit of it (capacity minus usage),
+    so a full one is left out. ``aggregates`` must not be empty.
     """
     params = {
         "member_of": "in:" + ",".join(sorted(aggregates)),
         "required": "MISC_SHARES_VIA_AGGREGATE",
-        "resources": f"{resource_class}:1",
     }
+    if resource_class is not None:
+        params["resources"] = f"{resource_class}:1"
     return client.get(PROVIDERS, params=params)["resource_providers"]
 
 

@@ -3,9 +3,11 @@
 The mirror carries Placement's generations, lives in memory and in the state
 directory (``seen_providers``, the compute node UUIDs), and is brought up to
 date by one ``GET /resource_providers?in_tree=ROOT``: only providers whose
-generation moved, or that are new to the mirror, are read in detail. So a
-cycle in which nothing changed costs one request, and a restarted agent whose
-host did not change costs the same.
+generation moved, or that are new to the mirror, are read in detail, and a
+provider's details are kept only when its three reads agree on one
+generation (:func:`read_provider_details`). So a cycle in which nothing
+changed costs one request, and a restarted agent whose host did not change
+costs the same.
 """
 
 from __future__ import annotations
@@ -51,18 +53,51 @@ def provider_record(tree: ProviderTree, uuid: str) -> dict[str, Any]:
     }
 
 
-def read_provider_details(client: PlacementClient, tree: ProviderTree, uuid: str) -> None:
-    """Read one provider's inventory, traits and aggregates into ``tree`` (three GETs).
+READ_TRIES = 3
+"""How many times one provider's three reads are made before giving up on them agreeing."""
 
-    The provider's generation becomes the last read's, the newest of the three.
+
+class ProviderKeptChanging(AgentError):
+    """A provider's inventories, traits and aggregates never came from one generation."""
+
+
+def read_provider_details(client: PlacementClient, tree: ProviderTree, uuid: str) -> None:
+    """Read one provider's inventory, traits and aggregates into ``tree``, as of one generation.
+
+    Three GETs, each answered with the provider's generation (Placement API
+    reference: ``resource_provider_generation`` in every one of them).
+    Generations only grow and every inventory, trait, aggregate or
+    allocation write moves them, so three answers with the same generation
+    show the provider as it was at that generation; answers that differ mean
+    another client wrote in between, and the three are read again (issue 26:
+    keeping the last generation with an older inventory hid that write from
+    every later cycle, and from ``show --check``). Costs 3 requests, 3 more
+    per write that lands between them.
+
+    Raises:
+        ProviderKeptChanging: the reads disagreed :data:`READ_TRIES` times;
+            ``tree`` is unchanged, so the provider is read again next time.
+        PlacementError, PlacementUnavailable: as the client raises (NotFound:
+            the provider is gone).
     """
-    inventories, _ = endpoints.get_inventories(client, uuid)
-    traits, _ = endpoints.get_traits(client, uuid)
-    aggregates, generation = endpoints.get_aggregates(client, uuid)
-    tree.update_inventory(uuid, inventories)
-    tree.update_traits(uuid, traits)
-    tree.update_aggregates(uuid, aggregates)
-    tree.update_generation(uuid, generation)
+    seen: list[tuple[int, int, int]] = []
+    for _ in range(READ_TRIES):
+        inventories, g_inventories = endpoints.get_inventories(client, uuid)
+        traits, g_traits = endpoints.get_traits(client, uuid)
+        aggregates, g_aggregates = endpoints.get_aggregates(client, uuid)
+        if g_inventories == g_traits == g_aggregates:
+            tree.update_inventory(uuid, inventories)
+            tree.update_traits(uuid, traits)
+            tree.update_aggregates(uuid, aggregates)
+            tree.update_generation(uuid, g_aggregates)
+            return
+        seen.append((g_inventories, g_traits, g_aggregates))
+        LOG.debug("provider %s changed while read (generations %s); reading it again", uuid, seen)
+    raise ProviderKeptChanging(
+        f"resource provider {uuid} changed while it was read, {READ_TRIES} times in a row "
+        f"(generations of its inventories, traits and aggregates: {seen}); another client "
+        "keeps writing it. Nothing was taken from these reads: the next cycle reads it again"
+    )
 
 
 def _unchanged(mirror: ProviderTree, listing: list[ProviderRecord]) -> bool:

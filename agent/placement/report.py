@@ -290,12 +290,12 @@ class ReportClient:
         """``GET /resource_providers/{uuid}/usages``: ``{resource class: amount in use}``."""
         return endpoints.get_usages(self.client, uuid)
 
-    def sharing_providers(self, aggregates: set[str], resource_class: str) -> list[str]:
+    def sharing_providers(self, aggregates: set[str], resource_class: str | None) -> list[str]:
         """UUIDs of providers that share ``resource_class`` with members of ``aggregates``.
 
         Rule (resource-providers-allocations.txt, shared storage): a sharing
         provider carries ``MISC_SHARES_VIA_AGGREGATE`` and is in an aggregate
-        with the compute node. Sorted, so the choice among several is stable.
+        with the compute node; one with room for a unit (None: any). Sorted: a stable choice.
         """
         if not aggregates:
             return []

@@ -109,10 +109,17 @@ class StateStore:
 
     Args:
         state_path: the directory (created on first write).
+        read_only: write nothing there: what would be written is kept in
+            memory for this store's own reads (a command that promises to
+            write nothing, e.g. ``adopt --dry-run``, still lets the mirror
+            record what it read while it runs).
     """
 
-    def __init__(self, state_path: str | Path) -> None:
+    def __init__(self, state_path: str | Path, *, read_only: bool = False) -> None:
         self.path = Path(state_path)
+        self.read_only = read_only
+        # name -> document a read-only store would have written (read back first).
+        self._unwritten: dict[str, Any] = {}
         self.save_error: str | None = None
         """Why the last write failed (None after a write that succeeded)."""
         # name -> ((mtime_ns, size, inode), parsed document). Each file holds every
@@ -124,6 +131,8 @@ class StateStore:
 
     def _read(self, name: str) -> Any | None:
         """The document of file ``name`` (parsed once per version of the file); do not mutate it."""
+        if name in self._unwritten:
+            return self._unwritten[name]
         path = self.path / name
         try:
             st = path.stat()
@@ -150,8 +159,11 @@ class StateStore:
         """Write one file; a failure is logged once and kept in :attr:`save_error`.
 
         Returns:
-            True when written.
+            True when written (kept in memory when read-only).
         """
+        if self.read_only:
+            self._unwritten[name] = document
+            return True
         try:
             write_json(self.path / name, document)
             self._remember(name, document)
@@ -270,7 +282,10 @@ class StateStore:
 
     def last_cycle(self) -> dict[str, Any] | None:
         """The outcome of the service's last cycle (``CycleOutcome.to_json``), or None."""
-        doc = read_json(self.path / LAST_CYCLE_FILE)
+        if LAST_CYCLE_FILE in self._unwritten:
+            doc = self._unwritten[LAST_CYCLE_FILE]
+        else:
+            doc = read_json(self.path / LAST_CYCLE_FILE)
         return doc if isinstance(doc, dict) else None
 
     def set_last_cycle(self, record: dict[str, Any]) -> None:

@@ -321,6 +321,63 @@ def test_parts_on_providers_the_import_does_not_own_are_kept(embedded, tmp_path,
     assert held[ids["cn1_uuid"]] == {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 20}
 
 
+def test_reimport_keeps_vgpu_and_vf_allocations_on_the_providers_it_keeps(embedded, tmp_path, cell):
+    """Issue 26, defect 6: the import plans no VGPU nor VF, and its merge dropped them.
+
+    The agent on cn1 allocated i_vf's VF on its PF's provider (which the import
+    lays out from nova's ``type-VF`` rows) and a vGPU on the GPU provider it
+    reports (which the import keeps and takes over): a second import must
+    keep both, writing nothing.
+    """
+    path, ids = cell
+    base, root = embedded.url, ids["cn1_uuid"]
+    res, _ = do_import(embedded, tmp_path, path, "--host", ids["cn1"])
+    assert res.refusals == []
+    gpu = str(uuidlib.uuid4())
+    http(
+        base,
+        "POST",
+        "/resource_providers",
+        {"name": f"{ids['cn1']}_pci_0000_5e_00_0", "uuid": gpu, "parent_provider_uuid": root},
+    )
+    http(
+        base,
+        "PUT",
+        f"/resource_providers/{gpu}/inventories",
+        {"resource_provider_generation": 0, "inventories": {"VGPU": {"total": 4}}},
+    )
+    http(
+        base,
+        "PUT",
+        f"/resource_providers/{gpu}/traits",
+        {"resource_provider_generation": 1, "traits": ["OWNER_NOVA"]},
+    )
+    listed = http_get(base, "/resource_providers", in_tree=root)["resource_providers"]
+    (pf,) = [p["uuid"] for p in listed if "SRIOV_NET_VF" in inventories(base, p["uuid"])]
+    held, body = allocations(base, ids["i_vf"])
+    held |= {pf: {"SRIOV_NET_VF": 1}, gpu: {"VGPU": 1}}
+    http(
+        base,
+        "PUT",
+        f"/allocations/{ids['i_vf']}",
+        {
+            "allocations": {rp: {"resources": r} for rp, r in held.items()},
+            "project_id": body["project_id"],
+            "user_id": body["user_id"],
+            "consumer_generation": body["consumer_generation"],
+            "consumer_type": "INSTANCE",
+        },
+    )
+    before, _ = allocations(base, ids["i_vf"])
+
+    again, client = do_import(embedded, tmp_path, path, "--host", ids["cn1"])
+    assert again.refusals == []
+    after, _ = allocations(base, ids["i_vf"])
+    assert after[pf] == {"SRIOV_NET_VF": 1} and after[gpu] == {"VGPU": 1}
+    assert after == before
+    assert writes(client) == 0
+
+
 # -- the command ---------------------------------------------------------------------
 
 

@@ -13,10 +13,13 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from agent.cli.main import main
 from agent.model import ownership
+from agent.placement.client import PlacementClient
 from agent.tracker.cycle import ResourceTracker
 from drivers.fake import FakeDriver
 from tests.helpers.conf import make_conf
@@ -166,6 +169,45 @@ def test_adopt_dry_run_says_what_is_taken_over_and_writes_nothing(tmp_path, serv
     assert "allocations kept: 5 consumer(s) hold resources here" in lines
     served.start()
     assert http_get(served.url, "/resource_providers") == before
+
+
+def state_files(state: Path) -> dict[str, bytes]:
+    """Every file under ``state`` and its bytes (an absent directory: none)."""
+    return {str(p.relative_to(state)): p.read_bytes() for p in state.rglob("*") if p.is_file()}
+
+
+def test_adopt_dry_run_writes_no_state_file_and_sends_only_gets(tmp_path, served, monkeypatch):
+    """Issue 26, defect 7: ``adopt --dry-run`` read the tree through the mirror, which
+    recorded compute_nodes.json and placement_seen.json in the state directory.
+
+    Run in-process so every request the command sends is seen (the client's
+    ``_send`` is wrapped, the requests still go to the served Placement).
+    """
+    host = HostDescription.load(BIG_HOST).rename("cn-nova").write(tmp_path / "host.yaml")
+    write_nova_host(served.url, "cn-nova", EXAMPLE_PREFIX)
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "operator-note.txt").write_text("kept as it is\n")
+    conf = tmp_path / "agent.conf"
+    conf.write_text(
+        f"[DEFAULT]\nstate_path = {state}\n[pci]\nreport_in_placement = true\n"
+        "[devices]\nenabled_mdev_types = nvidia-35\n"
+        f"[placement]\nauth_type = admin_token\nendpoint = {served.url}\ntoken = admin\n"
+        "noauth_roles = admin,service\n"
+    )
+    methods: list[str] = []
+    send = PlacementClient._send
+
+    def recording_send(self, method, *args, **kwargs):
+        methods.append(method)
+        return send(self, method, *args, **kwargs)
+
+    monkeypatch.setattr(PlacementClient, "_send", recording_send)
+    before = state_files(state)
+    argv = ["adopt", "--dry-run", "--config", str(conf), "--driver", "fake"]
+    assert main([*argv, "--fake-host", str(host)]) == 0
+    assert state_files(state) == before
+    assert methods and set(methods) == {"GET"}, methods
 
 
 def test_a_tree_of_an_earlier_agent_is_taken_over_at_startup(tmp_path, embedded):

@@ -76,6 +76,43 @@ def test_merge_ours_keeps_foreign_parts_and_replaces_our_own():
     assert kept.allocations[GPU] == {"VGPU": 1}
 
 
+def test_merge_ours_keeps_classes_the_writer_does_not_produce():
+    """Issue 26: a class the planner cannot produce is never dropped from a consumer."""
+    held = ConsumerAllocations(
+        {
+            CN: {"DISK_GB": 20, "CUSTOM_LICENSE": 1},
+            CELL: {"VCPU": 4, "MEMORY_MB": 4096},
+            GPU: {"VGPU": 1},
+            OTHER_HOST: {"VCPU": 2},
+        },
+        "p",
+        "u",
+        generation=3,
+    )
+    want = ConsumerAllocations(
+        {CN: {"DISK_GB": 10}, CELL: {"VCPU": 2, "MEMORY_MB": 2048}}, "p", "u"
+    )
+    produces = {"VCPU", "PCPU", "MEMORY_MB", "DISK_GB"}
+    out = merge_ours(held, want, ours={CN, CELL, GPU}, produces=produces)
+    assert out.allocations == {
+        CELL: {"MEMORY_MB": 2048, "VCPU": 2},
+        CN: {"CUSTOM_LICENSE": 1, "DISK_GB": 10},
+        GPU: {"VGPU": 1},
+        OTHER_HOST: {"VCPU": 2},
+    }
+    # A produced class is decided: the plan's amount, or dropped when the plan has none.
+    dropped = merge_ours(held, want, ours={CN, CELL, GPU}, produces={*produces, "VGPU"})
+    assert GPU not in dropped.allocations
+    # The plan cannot override what it does not produce.
+    greedy = ConsumerAllocations({**want.allocations, GPU: {"VGPU": 3}}, "p", "u")
+    assert merge_ours(held, greedy, {CN, CELL, GPU}, produces=produces).allocations[GPU] == {
+        "VGPU": 1
+    }
+    # None: today's rule, every part on ours is the plan's.
+    assert GPU not in merge_ours(held, want, ours={CN, CELL, GPU}).allocations
+    assert merge_ours(held, want, ours={CN, CELL, GPU}).allocations[CN] == {"DISK_GB": 10}
+
+
 def test_provider_allocations_parse_and_turn_by_consumer():
     body = {
         "allocations": {

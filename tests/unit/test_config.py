@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from agent.conf import catalog
 from agent.conf import config as agent_config
 from agent.model.exceptions import ConfigError
 
@@ -82,7 +83,7 @@ def test_unknown_override_is_refused():
 
 def test_list_opts_covers_every_registered_option():
     conf = agent_config.new_conf()
-    listed = {(g, o.dest) for g, opts in agent_config.list_opts() for o in opts}
+    listed = {(g, o.dest) for g, opts in catalog.list_opts() for o in opts}
     assert ("DEFAULT", "reserved_host_memory_mb") in listed
     assert ("fake", "host_file") in listed
     for group, dest in listed:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from agent.conf import config as agent_config
+from agent.conf import catalog
 from tests.helpers.paths import REPO
 
 
@@ -12,7 +12,7 @@ def test_every_option_is_documented():
     docs = "\n".join(p.read_text() for p in (REPO / "docs").glob("*.md"))
     sections = {m.group(1): m.start() for m in re.finditer(r"^## \[(\w+)\]", docs, re.M)}
     missing = []
-    for group, opts in agent_config.list_opts():
+    for group, opts in catalog.list_opts():
         if group not in sections:
             missing.append(f"[{group}] (no section)")
             continue

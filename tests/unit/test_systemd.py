@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.conf import config as agent_config
+from agent.conf import catalog
 from agent.service.exit_codes import EXIT_BAD_INPUT, EXIT_RESHAPE_FAILED, EXIT_RESHAPE_NEEDED
 from tests.helpers.paths import EXAMPLES, REPO
 
@@ -76,7 +76,7 @@ def seconds(value: str) -> float:
 
 
 def default_of(group: str, name: str) -> object:
-    for g, opts in agent_config.list_opts():
+    for g, opts in catalog.list_opts():
         for opt in opts:
             if g == group and opt.name == name:
                 return opt.default
@@ -452,7 +452,7 @@ def test_sample_config_lists_every_option():
     sample = (SYSTEMD / "compute-agent.conf.sample").read_text()
     missing = [
         f"[{group}] {opt.name}"
-        for group, opts in agent_config.list_opts()
+        for group, opts in catalog.list_opts()
         for opt in opts
         if f"#{opt.dest} = " not in sample and f"#{opt.dest} =\n" not in sample
     ]

@@ -72,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
     driver = load_driver(conf.compute.driver, conf)
     owner = conf.compute.owner_trait
     with placement_client(conf) as client:
-        report = ReportClient(client, StateStore(conf.state_path))
+        # Read-only: the mirror records what it reads, which must not reach the disk.
+        report = ReportClient(client, StateStore(conf.state_path, read_only=True))
         for nodename in driver.get_nodenames():
             held = report.read_tree(nodename)
             if held is None:

@@ -15,11 +15,12 @@ from collections.abc import Iterable
 
 from agent.cli.commands.common import add_config_args, load_conf
 from agent.nova_import import db
-from agent.nova_import.flow import ImportResult, import_cell
+from agent.nova_import.flow import import_cell
 from agent.nova_import.instances import consumers
 from agent.nova_import.nodes import NodeImport, compute_node
 from agent.nova_import.refusal import Refusal, RowRefused
 from agent.nova_import.render import summary_lines
+from agent.nova_import.result import ImportResult
 from agent.nova_import.stale import GoneLookup
 from agent.placement.connect import placement_client
 from agent.placement.report import ReportClient

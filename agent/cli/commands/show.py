@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     nodes: list[dict[str, Any]] = []
     drift = False
     with placement_client(conf) as client:
-        state = StateStore(conf.state_path)
+        state = StateStore(conf.state_path, read_only=True)  # writes nothing, state included
         report = ReportClient(client, state)
         for nodename in driver.get_nodenames():
             held = report.read_tree(nodename)
