@@ -1,0 +1,240 @@
+"""nova 34 moves an instance between two hosts, each running the agent (issue 26's judge).
+
+Every allocation write here is nova's own code (tests/helpers/nova_client.py: the
+scheduler's ``claim_resources``, the conductor's ``replace_allocation_with_migration``,
+the compute manager's ``_delete_allocation_after_move`` and ``_revert_allocation``, the
+resource tracker's evacuation and shelve-offload clean-ups) against one real Placement
+(``served``: each agent and nova are separate clients of it). Hosts A and B each run the
+agent with the fake driver; a host's file lists the domains defined on it. After every
+step each host's agent runs one periodic cycle, then:
+
+- each compute node's usages equal what nova intends (written out per step, in numbers),
+- no agent cycle moved the generation of a consumer nova is moving (the instance, the
+  migration record): nova's next write with the generation it read would fail,
+- Placement refused none of nova's requests.
+
+Each test reads like a gabbi file: a step, the hosts' domains, what Placement holds.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from tests.helpers.events import ThreadedService, service_ini, wait_until
+from tests.helpers.nova_cloud import IDLE, LARGE, SMALL, Cloud, usage
+
+AUDIT_FIGHTS_NOVA = pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="issue 26: the source host's agent writes the instance's source share back while "
+    "its domain is on both hosts (nova moved that share to the migration record): the "
+    "source counts the instance twice and the instance consumer's generation moves. Strict: "
+    "once the audit's rework lands this passes, and the marker must go.",
+)
+
+S = usage(SMALL)
+L = usage(LARGE)
+
+
+@pytest.fixture
+def cloud(tmp_path, served) -> Cloud:
+    return Cloud(tmp_path, served)
+
+
+def boot(c: Cloud, inst: str, label: str = "A") -> None:
+    """The scheduler claims SMALL on host ``label``; the domain is defined there after."""
+    other = {"A": "B", "B": "A"}[label]
+    c.nova.schedule(inst, SMALL, c.node(label))
+    c.cycle(watch=(inst,))
+    c.expect("boot: claimed, building", **{label: S, other: IDLE})
+    c.hosts[label].define(inst, SMALL)
+    c.cycle(watch=(inst,))
+    c.expect("boot: running", **{label: S, other: IDLE})
+
+
+def move_to_b(c: Cloud, inst: str, mig: str, flavor: str = "LARGE") -> tuple[str, ...]:
+    """Resize (or cold or live migration) from A to B, to the point where the domain is on
+    both hosts: the conductor moves A's share to the migration record, the scheduler claims
+    B for the instance, B defines the domain (A keeps its own, shut off or running)."""
+    new = LARGE if flavor == "LARGE" else SMALL
+    c.nova.start_move(inst, mig, c.node("A"))
+    c.nova.schedule(inst, new, c.node("B"))
+    c.hosts["B"].define(inst, new)
+    watch = (inst, mig)
+    c.cycle(watch=watch)
+    return watch
+
+
+def test_boot(cloud):
+    boot(cloud, str(uuid.uuid4()))
+    assert cloud.cycle(watch=()) and cloud.usages("A") == S
+
+
+@AUDIT_FIGHTS_NOVA
+def test_resize_awaiting_confirm_then_confirm(cloud):
+    c, inst, mig = cloud, str(uuid.uuid4()), str(uuid.uuid4())
+    boot(c, inst)
+    watch = move_to_b(c, inst, mig)
+    c.expect("resize A->B awaiting confirm", A=S, B=L)
+    assert c.holds(mig) == {"A": S} and c.holds(inst) == {"B": L}
+    c.cycle(watch=watch)
+    c.expect("resize A->B awaiting confirm, a second cycle", A=S, B=L)
+
+    c.hosts["A"].undefine(inst)
+    c.nova.confirm(inst, mig)
+    c.cycle(watch=watch)
+    c.expect("resize confirmed", A=IDLE, B=L)
+    assert c.holds(mig) == {} and c.holds(inst) == {"B": L}
+
+
+@AUDIT_FIGHTS_NOVA
+def test_resize_awaiting_confirm_then_revert(cloud):
+    c, inst, mig = cloud, str(uuid.uuid4()), str(uuid.uuid4())
+    boot(c, inst)
+    watch = move_to_b(c, inst, mig)
+    c.expect("resize A->B awaiting confirm", A=S, B=L)
+
+    c.hosts["B"].undefine(inst)
+    c.nova.revert(inst, mig)
+    c.cycle(watch=watch)
+    c.expect("resize reverted", A=S, B=IDLE)
+    assert c.holds(mig) == {} and c.holds(inst) == {"A": S}
+
+
+@AUDIT_FIGHTS_NOVA
+def test_cold_migration(cloud):
+    c, inst, mig = cloud, str(uuid.uuid4()), str(uuid.uuid4())
+    boot(c, inst)
+    watch = move_to_b(c, inst, mig, flavor="SMALL")
+    c.expect("cold migration A->B awaiting confirm", A=S, B=S)
+
+    c.hosts["A"].undefine(inst)
+    c.nova.confirm(inst, mig)
+    c.cycle(watch=watch)
+    c.expect("cold migration confirmed", A=IDLE, B=S)
+
+
+@AUDIT_FIGHTS_NOVA
+def test_live_migration_done(cloud):
+    c, inst, mig = cloud, str(uuid.uuid4()), str(uuid.uuid4())
+    boot(c, inst)
+    watch = move_to_b(c, inst, mig, flavor="SMALL")
+    c.expect("live migration A->B in progress", A=S, B=S)
+
+    # _post_live_migration: the source domain is gone, the migration's share deleted.
+    c.hosts["A"].undefine(inst)
+    c.nova.confirm(inst, mig)
+    c.cycle(watch=watch)
+    c.expect("live migration done", A=IDLE, B=S)
+
+
+@AUDIT_FIGHTS_NOVA
+def test_live_migration_rolled_back(cloud):
+    c, inst, mig = cloud, str(uuid.uuid4()), str(uuid.uuid4())
+    boot(c, inst)
+    watch = move_to_b(c, inst, mig, flavor="SMALL")
+    c.expect("live migration A->B in progress", A=S, B=S)
+
+    # _rollback_live_migration: the destination's domain is cleaned up, A's share returns.
+    c.hosts["B"].undefine(inst)
+    c.nova.revert(inst, mig)
+    c.cycle(watch=watch)
+    c.expect("live migration rolled back", A=S, B=IDLE)
+
+
+def test_evacuation_while_source_down_then_source_returns(cloud):
+    c, inst = cloud, str(uuid.uuid4())
+    boot(c, inst)
+    # Host A is down: no cycle there. The scheduler claims B in addition to A.
+    c.nova.schedule(inst, SMALL, c.node("B"))
+    c.hosts["B"].define(inst, SMALL)
+    c.cycle("B", watch=(inst,))
+    c.expect("evacuated to B, A down", A=S, B=S)
+    assert c.holds(inst) == {"A": S, "B": S}
+
+    c.cycle("A", "B", watch=(inst,))
+    c.expect("A back, evacuated domain still defined there", A=S, B=S)
+
+    # init_host on A: _destroy_evacuated_instances destroys it, then removes A's share.
+    c.hosts["A"].undefine(inst)
+    c.nova.remove_evacuated(inst, c.node("A"))
+    c.cycle(watch=(inst,))
+    c.expect("evacuated domain destroyed on A", A=IDLE, B=S)
+    assert c.holds(inst) == {"B": S}
+
+
+def test_shelve_offload_then_unshelve(cloud):
+    c, inst = cloud, str(uuid.uuid4())
+    boot(c, inst)
+    c.hosts["A"].undefine(inst)
+    c.nova.shelve_offload(inst)
+    c.cycle(watch=(inst,))
+    c.expect("shelved offloaded", A=IDLE, B=IDLE)
+
+    c.nova.schedule(inst, SMALL, c.node("B"))
+    c.cycle(watch=(inst,))
+    c.expect("unshelve: claimed on B, building", A=IDLE, B=S)
+    c.hosts["B"].define(inst, SMALL)
+    c.cycle(watch=(inst,))
+    c.expect("unshelved on B", A=IDLE, B=S)
+
+
+def test_resize_to_same_host(cloud):
+    c, inst, mig = cloud, str(uuid.uuid4()), str(uuid.uuid4())
+    boot(c, inst)
+    c.nova.start_move(inst, mig, c.node("A"))
+    c.nova.schedule(inst, LARGE, c.node("A"))
+    c.hosts["A"].define(inst, LARGE)
+    watch = (inst, mig)
+    c.cycle(watch=watch)
+    c.expect("resize on A awaiting confirm", A=usage(SMALL, LARGE), B=IDLE)
+    assert c.holds(mig) == {"A": S} and c.holds(inst) == {"A": L}
+
+    c.nova.confirm(inst, mig)
+    c.cycle(watch=watch)
+    c.expect("resize on A confirmed", A=L, B=IDLE)
+
+
+@AUDIT_FIGHTS_NOVA
+def test_resize_awaiting_confirm_with_services(tmp_path, served):
+    """The agents as services: each host's service watches its host file (events) and
+    runs a cycle when asked (``Service.request_cycle``, as SIGHUP's early cycle does;
+    the interval is an hour). Through the resize's window, B's domain arriving as an event
+    and a periodic cycle of each service leave Placement as nova wrote it; the confirm's
+    undefine on A reaches A's service as an event."""
+    c, inst, mig = Cloud(tmp_path / "nova", served), str(uuid.uuid4()), str(uuid.uuid4())
+    boot(c, inst)
+    services = {}
+    for label, host in c.hosts.items():
+        ini = service_ini(
+            tmp_path / f"{label}.ini",
+            tmp_path / f"svc-{label}",
+            served.url,
+            f"[compute]\ndriver = fake\n[fake]\nhost_file = {host.host_path}\nwatch_delay = 0.05",
+        )
+        services[label] = ThreadedService(ini).start()
+    try:
+        c.nova.start_move(inst, mig, c.node("A"))
+        c.nova.schedule(inst, LARGE, c.node("B"))
+        moved = {x: c.generation(x) for x in (inst, mig)}
+        events_b = services["B"].event_updates()
+        c.hosts["B"].define(inst, LARGE)
+        wait_until(lambda: services["B"].event_updates() > events_b, 30, "B's event")
+        c.expect("resize A->B awaiting confirm, B's event", A=S, B=L)
+        for s in services.values():
+            cycles = s.svc.cycles
+            s.svc.request_cycle()
+            s.wait_cycles(cycles + 1)
+        c.expect("resize A->B awaiting confirm, a cycle of each service", A=S, B=L)
+        assert {x: c.generation(x) for x in (inst, mig)} == moved, "the services rewrote them"
+
+        events_a = services["A"].event_updates()
+        c.hosts["A"].undefine(inst)
+        c.nova.confirm(inst, mig)
+        wait_until(lambda: services["A"].event_updates() > events_a, 30, "A's event")
+        c.expect("resize confirmed, A's event", A=IDLE, B=L)
+    finally:
+        codes = {label: s.stop() for label, s in services.items()}
+    assert codes == {"A": 0, "B": 0}
