@@ -25,15 +25,6 @@ import pytest
 from tests.helpers.events import ThreadedService, service_ini, wait_until
 from tests.helpers.nova_cloud import IDLE, LARGE, SMALL, Cloud, usage
 
-AUDIT_FIGHTS_NOVA = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="issue 26: the source host's agent writes the instance's source share back while "
-    "its domain is on both hosts (nova moved that share to the migration record): the "
-    "source counts the instance twice and the instance consumer's generation moves. Strict: "
-    "once the audit's rework lands this passes, and the marker must go.",
-)
-
 S = usage(SMALL)
 L = usage(LARGE)
 
@@ -72,7 +63,6 @@ def test_boot(cloud):
     assert cloud.cycle(watch=()) and cloud.usages("A") == S
 
 
-@AUDIT_FIGHTS_NOVA
 def test_resize_awaiting_confirm_then_confirm(cloud):
     c, inst, mig = cloud, str(uuid.uuid4()), str(uuid.uuid4())
     boot(c, inst)
@@ -89,7 +79,6 @@ def test_resize_awaiting_confirm_then_confirm(cloud):
     assert c.holds(mig) == {} and c.holds(inst) == {"B": L}
 
 
-@AUDIT_FIGHTS_NOVA
 def test_resize_awaiting_confirm_then_revert(cloud):
     c, inst, mig = cloud, str(uuid.uuid4()), str(uuid.uuid4())
     boot(c, inst)
@@ -103,7 +92,6 @@ def test_resize_awaiting_confirm_then_revert(cloud):
     assert c.holds(mig) == {} and c.holds(inst) == {"A": S}
 
 
-@AUDIT_FIGHTS_NOVA
 def test_cold_migration(cloud):
     c, inst, mig = cloud, str(uuid.uuid4()), str(uuid.uuid4())
     boot(c, inst)
@@ -116,7 +104,6 @@ def test_cold_migration(cloud):
     c.expect("cold migration confirmed", A=IDLE, B=S)
 
 
-@AUDIT_FIGHTS_NOVA
 def test_live_migration_done(cloud):
     c, inst, mig = cloud, str(uuid.uuid4()), str(uuid.uuid4())
     boot(c, inst)
@@ -130,7 +117,6 @@ def test_live_migration_done(cloud):
     c.expect("live migration done", A=IDLE, B=S)
 
 
-@AUDIT_FIGHTS_NOVA
 def test_live_migration_rolled_back(cloud):
     c, inst, mig = cloud, str(uuid.uuid4()), str(uuid.uuid4())
     boot(c, inst)
@@ -197,7 +183,6 @@ def test_resize_to_same_host(cloud):
     c.expect("resize on A confirmed", A=L, B=IDLE)
 
 
-@AUDIT_FIGHTS_NOVA
 def test_resize_awaiting_confirm_with_services(tmp_path, served):
     """The agents as services: each host's service watches its host file (events) and
     runs a cycle when asked (``Service.request_cycle``, as SIGHUP's early cycle does;
