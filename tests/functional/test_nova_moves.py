@@ -183,6 +183,26 @@ def test_resize_to_same_host(cloud):
     c.expect("resize on A confirmed", A=L, B=IDLE)
 
 
+def test_resize_awaiting_confirm_with_unknown_removal_on(tmp_path, served):
+    """``[compute] remove_unknown_allocations_after`` set: nova's migration record (a
+    consumer without type, since nova writes at 1.28-1.36) holds A's share for as long as
+    the resize waits for confirmation (``resize_confirm_window`` 0: forever); the agent
+    must never remove it while the move is in progress."""
+    c = Cloud(tmp_path, served, compute={"remove_unknown_allocations_after": 100})
+    inst, mig = str(uuid.uuid4()), str(uuid.uuid4())
+    boot(c, inst)
+    watch = move_to_b(c, inst, mig)
+    for n in range(4):  # each cycle moves the agents' clocks a minute on
+        c.cycle(watch=watch)
+        c.expect(f"resize A->B awaiting confirm, {n + 2} minutes later", A=S, B=L)
+    assert c.holds(mig) == {"A": S}
+
+    c.hosts["A"].undefine(inst)
+    c.nova.confirm(inst, mig)
+    c.cycle(watch=watch)
+    c.expect("resize confirmed", A=IDLE, B=L)
+
+
 def test_resize_awaiting_confirm_with_services(tmp_path, served):
     """The agents as services: each host's service watches its host file (events) and
     runs a cycle when asked (``Service.request_cycle``, as SIGHUP's early cycle does;

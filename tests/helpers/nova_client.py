@@ -240,6 +240,15 @@ class Nova:
             tracker, self.context, objects.Instance(uuid=instance)
         )
 
+    def delete(self, instance: str) -> None:
+        """The instance is deleted (its domain destroyed first): its allocations go.
+
+        nova: ``ComputeManager._complete_deletion`` (nova/compute/manager.py):
+        ``delete_allocation_for_instance(ctx, uuid, force=True)`` (``force`` is False only
+        with deferred deletes, ``[DEFAULT] reclaim_instance_interval > 0``).
+        """
+        self.client.delete_allocation_for_instance(self.context, instance, force=True)
+
 
 class NovaCallFailed(AssertionError):
     """A nova call answered false (nova logs it and goes on; the test fails)."""

@@ -10,6 +10,7 @@ and :meth:`Host.undefine` as the hypervisor would change.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -52,17 +53,35 @@ class Host:
         self.nodename = unique(f"nova-{label.lower()}")
         self.domains: dict[str, Flavor] = {}
         self.host_path = workdir / "host.yaml"
+        self.state_path = workdir / "state"
         self._write()
         self.conf = make_conf(workdir, **groups)
-        self.driver = FakeDriver(self.conf, self.host_path)
-        self.client = placement.client()
-        self.state = StateStore(workdir / "state")
-        self.report = ReportClient(self.client, self.state, sleep=lambda _s: None)
+        self.placement = placement
         self.now = 1_000_000.0
+        self.start()
+
+    def start(self) -> None:
+        """(Re)start the agent: a new driver, client and tracker on the state directory."""
+        self.driver = FakeDriver(self.conf, self.host_path)
+        self.client = self.placement.client()
+        self.state = StateStore(self.state_path)
+        self.report = ReportClient(self.client, self.state, sleep=lambda _s: None)
         self.tracker = ResourceTracker(
             self.conf, self.driver, self.report, self.state, clock=lambda: self.now
         )
         self.driver.subscribe(self.tracker.handle_event)
+
+    def restart_from(self, snapshot: Path) -> None:
+        """The agent was killed (:func:`tests.helpers.faults.kill_at`): its state directory
+        becomes ``snapshot`` (as the kill left it) and it starts again."""
+        shutil.rmtree(self.state_path)
+        shutil.copytree(snapshot, self.state_path)
+        shutil.rmtree(snapshot)
+        self.start()
+
+    def disarm(self) -> None:
+        """Every fault wrapped around the client's ``_send`` is dropped."""
+        self.client.__dict__.pop("_send", None)
 
     def description(self) -> HostDescription:
         """The host file's document for the domains in :attr:`domains`."""

@@ -1,0 +1,379 @@
+"""nova's moves, agent cycles, out-of-band deletes and failed requests, interleaved (issue 26).
+
+A hypothesis state machine over two hosts, each running the agent (fake driver), and
+nova's own allocation writes (tests/helpers/nova_client.py) on one served Placement. The
+model is nova's intent: which consumer (instance or migration record) holds which flavor
+on which host, and which domains each host's hypervisor has. Steps: boot, spawn, move
+(resize, cold or live migration, resize to the same host), confirm or finish, revert or
+roll back, evacuation with the source down, the source returning, its clean-up, shelve
+offload, unshelve, delete; an operator deleting an instance's allocation out of band; one agent
+cycle on either host; a 500 answered to one of the agent's next requests; the agent killed
+at its k-th write of a cycle and restarted from the state it left (tests/helpers/faults.py).
+
+Invariants, checked by ``settle`` (a step of its own, and at the end of every run): once
+the faults stop, one cycle of each running host's agent makes every consumer's allocation
+in Placement nova's intent, leaves no consumer on the hosts' providers that nova does not
+intend (nothing leaked), and leaves the foreign consumer (a neutron port's bandwidth on a
+provider neutron created under host A's compute node) untouched. No agent cycle ever moves
+the generation of a consumer nova holds (an instance whose allocation was deleted out of
+band is healed by the agent: it is not watched until healed), and Placement refuses nova
+nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    rule,
+    run_state_machine_as_test,
+)
+
+from tests.helpers.faults import Killed, any_write, fail_at, kill_at, matching
+from tests.helpers.nova_client import Flavor
+from tests.helpers.nova_cloud import LARGE, SMALL, Cloud, Usage
+from tests.helpers.placement_http import call, http, http_get
+
+HOSTS = st.sampled_from(["A", "B"])
+FLAVORS = st.sampled_from([SMALL, LARGE])
+OTHER = {"A": "B", "B": "A"}
+
+
+@dataclass
+class Server:
+    """nova's view of one instance.
+
+    ``state``: building, active, moving, evacuated, shelved or deleted. ``holds``: the
+    instance consumer's intent ``{host: flavor}``; ``mig``/``mig_holds``: the migration
+    record of a move in progress and its intent. ``src``/``dest``/``old``: the move's
+    hosts and old flavor. ``unhealed``: its allocation was deleted out of band since the
+    last settle.
+    """
+
+    uuid: str
+    state: str
+    host: str
+    flavor: Flavor
+    holds: dict[str, Flavor] = field(default_factory=dict)
+    mig: str = ""
+    mig_holds: dict[str, Flavor] = field(default_factory=dict)
+    src: str = ""
+    dest: str = ""
+    old: Flavor | None = None
+    unhealed: bool = False
+
+
+def _ready(state: str, up: bool = True):
+    """Precondition: some instance is in ``state`` (allocation not deleted out of band),
+    and, with ``up``, no host is down (nova does not move instances off a down host's
+    neighbour while an evacuation is under way, in this model)."""
+
+    def check(self) -> bool:
+        if up and self.down:
+            return False
+        return any(s.state == state and not s.unhealed for s in self.servers.values())
+
+    return check
+
+
+def _intent(holds: dict[str, Flavor]) -> dict[str, Usage]:
+    return {label: f.resources() for label, f in holds.items()}
+
+
+def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per nova step)
+    class NovaAndAgents(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c = Cloud(tmp_path / uuid.uuid4().hex[:8], served)
+            self.servers: dict[str, Server] = {}
+            self.down: set[str] = set()
+            self.foreign = self._foreign()
+
+        # -- helpers ---------------------------------------------------------------------
+
+        def _foreign(self) -> str:
+            """neutron's bandwidth provider under A's compute node, and a port's consumer."""
+            root = self.c.nova.root(self.c.node("A"))
+            rp = call(
+                self.c.base,
+                "POST",
+                "/resource_providers",
+                {"name": f"{self.c.node('A')}:NIC Switch agent:ens1", "parent_provider_uuid": root},
+            )["uuid"]
+            inv = {"inventories": {"NET_BW_EGR_KILOBIT_PER_SEC": {"total": 10000}}}
+            http(
+                self.c.base,
+                "PUT",
+                f"/resource_providers/{rp}/inventories",
+                inv | {"resource_provider_generation": 0},
+            )
+            port = str(uuid.uuid4())
+            body = {
+                "allocations": {rp: {"resources": {"NET_BW_EGR_KILOBIT_PER_SEC": 1000}}},
+                "project_id": "neutron-p",
+                "user_id": "neutron-u",
+                "consumer_generation": None,
+                "consumer_type": "INSTANCE",
+            }
+            http(self.c.base, "PUT", f"/allocations/{port}", body)
+            self.foreign_seen = http_get(self.c.base, f"/allocations/{port}")
+            return port
+
+        def watched(self) -> tuple[str, ...]:
+            out = [s.uuid for s in self.servers.values() if not s.unhealed and s.holds]
+            out += [s.mig for s in self.servers.values() if s.mig]
+            return (*out, self.foreign)
+
+        def cycle(self, label: str) -> None:
+            if label not in self.down:
+                self.c.cycle(label, watch=self.watched())
+
+        def pick(self, data: st.DataObject, state: str) -> Server | None:
+            candidates = sorted(
+                s.uuid for s in self.servers.values() if s.state == state and not s.unhealed
+            )
+            return self.servers[data.draw(st.sampled_from(candidates))] if candidates else None
+
+        # -- nova --------------------------------------------------------------------------
+
+        def applicable(self) -> list[str]:
+            """The nova operations that can happen now (nova's own preconditions, as far
+            as this model goes: nothing moves while a host is down but the evacuation's)."""
+            states = {s.state for s in self.servers.values() if not s.unhealed}
+            if self.down:
+                return ["source_returns"]
+            alive = [s for s in self.servers.values() if s.state != "deleted"]
+            ops = ["boot"] if len(alive) < 2 else []
+            for state, more in (
+                ("building", ["spawn"]),
+                ("active", ["move", "evacuate", "shelve_offload", "delete"]),
+                ("moving", ["confirm", "revert"]),
+                ("evacuated", ["clean_evacuated"]),
+                ("shelved", ["unshelve"]),
+            ):
+                ops += more if state in states else []
+            return ops
+
+        @initialize()
+        def first_instance(self) -> None:
+            """Every run starts with an instance running on A (claimed, then spawned)."""
+            inst = str(uuid.uuid4())
+            self.c.nova.schedule(inst, SMALL, self.c.node("A"))
+            self.c.hosts["A"].define(inst, SMALL)
+            self.servers[inst] = Server(inst, "active", "A", SMALL, {"A": SMALL})
+            self.c.cycle(watch=self.watched())
+
+        def nova(self, data: st.DataObject) -> None:
+            """One of nova's operations that can happen now."""
+            getattr(self, "_" + data.draw(st.sampled_from(self.applicable())))(data)
+
+        def _boot(self, data: st.DataObject) -> None:
+            label = data.draw(HOSTS)
+            inst = str(uuid.uuid4())
+            self.c.nova.schedule(inst, SMALL, self.c.node(label))
+            self.servers[inst] = Server(inst, "building", label, SMALL, {label: SMALL})
+
+        def _spawn(self, data: st.DataObject) -> None:
+            s = self.pick(data, "building")
+            if s and s.host not in self.down:
+                self.c.hosts[s.host].define(s.uuid, s.flavor)
+                s.state = "active"
+
+        def _move(self, data: st.DataObject) -> None:
+            """Resize, cold or live migration (``new`` the same flavor), or a resize on the
+            same host: the conductor's move to a migration record, then the destination
+            claim, then the domain defined there."""
+            s = self.pick(data, "active")
+            dest, new = data.draw(HOSTS), data.draw(FLAVORS)
+            if not s or (dest == s.host and new == s.flavor):
+                return
+            s.mig = str(uuid.uuid4())
+            self.c.nova.start_move(s.uuid, s.mig, self.c.node(s.host))
+            self.c.nova.schedule(s.uuid, new, self.c.node(dest))
+            self.c.hosts[dest].define(s.uuid, new)
+            s.state, s.src, s.dest, s.old, s.flavor = "moving", s.host, dest, s.flavor, new
+            s.mig_holds, s.holds, s.host = {s.src: s.old}, {dest: new}, dest
+
+        def _confirm(self, data: st.DataObject) -> None:
+            s = self.pick(data, "moving")
+            if not s:
+                return
+            if s.src != s.dest:
+                self.c.hosts[s.src].undefine(s.uuid)
+            self.c.nova.confirm(s.uuid, s.mig)
+            s.state, s.mig, s.mig_holds = "active", "", {}
+
+        def _revert(self, data: st.DataObject) -> None:
+            s = self.pick(data, "moving")
+            if not s:
+                return
+            assert s.old is not None
+            if s.src != s.dest:
+                self.c.hosts[s.dest].undefine(s.uuid)
+            else:
+                self.c.hosts[s.src].define(s.uuid, s.old)
+            self.c.nova.revert(s.uuid, s.mig)
+            s.state, s.host, s.flavor, s.holds = "active", s.src, s.old, {s.src: s.old}
+            s.mig, s.mig_holds = "", {}
+
+        def _evacuate(self, data: st.DataObject) -> None:
+            s = self.pick(data, "active")
+            if not s:
+                return
+            src, dest = s.host, OTHER[s.host]
+            self.down.add(src)
+            self.c.nova.schedule(s.uuid, s.flavor, self.c.node(dest))
+            self.c.hosts[dest].define(s.uuid, s.flavor)
+            s.state, s.src, s.dest, s.host = "evacuated", src, dest, dest
+            s.holds = {src: s.flavor, dest: s.flavor}
+
+        def _source_returns(self, data: st.DataObject) -> None:
+            self.down.clear()
+
+        def _clean_evacuated(self, data: st.DataObject) -> None:
+            s = self.pick(data, "evacuated")
+            if not s:
+                return
+            self.c.hosts[s.src].undefine(s.uuid)
+            self.c.nova.remove_evacuated(s.uuid, self.c.node(s.src))
+            s.state, s.holds = "active", {s.dest: s.flavor}
+
+        def _shelve_offload(self, data: st.DataObject) -> None:
+            s = self.pick(data, "active")
+            if not s:
+                return
+            self.c.hosts[s.host].undefine(s.uuid)
+            self.c.nova.shelve_offload(s.uuid)
+            s.state, s.holds = "shelved", {}
+
+        def _delete(self, data: st.DataObject) -> None:
+            s = self.pick(data, "active")
+            if not s:
+                return
+            self.c.hosts[s.host].undefine(s.uuid)
+            self.c.nova.delete(s.uuid)
+            s.state, s.holds = "deleted", {}
+
+        def _unshelve(self, data: st.DataObject) -> None:
+            label = data.draw(HOSTS)
+            s = self.pick(data, "shelved")
+            if not s:
+                return
+            self.c.nova.schedule(s.uuid, s.flavor, self.c.node(label))
+            s.state, s.host, s.holds = "building", label, {label: s.flavor}
+
+        # -- others: an operator, the agents, faults -----------------------------------------
+
+        def delete_out_of_band(self, data: st.DataObject) -> None:
+            """An operator deletes a running instance's allocation; nova still intends it."""
+            s = self.pick(data, "active")
+            if s and s.host not in self.down:
+                http(self.c.base, "DELETE", f"/allocations/{s.uuid}")
+                s.unhealed = True
+
+        def agent_cycle(self, data: st.DataObject) -> None:
+            self.cycle(data.draw(HOSTS))
+
+        def fail_next_request(self, data: st.DataObject) -> None:
+            """The next such request of a host's agent is answered 500 (a real Placement
+            cannot be made to fail one request on demand: tests/helpers/faults.py)."""
+            label = data.draw(HOSTS)
+            which = data.draw(st.sampled_from(["write", "read-allocations", "any"]))
+            match = {
+                "write": any_write,
+                "read-allocations": matching("GET", "/allocations"),
+                "any": lambda _m, _t: True,
+            }[which]
+            fail_at(self.c.hosts[label].client, match)
+
+        def kill_during_cycle(self, data: st.DataObject) -> None:
+            """A host's agent dies at its k-th write of a cycle (the write sent or not), and
+            starts again from the state directory as the kill left it."""
+            label = data.draw(HOSTS)
+            k, when = data.draw(st.integers(1, 3)), data.draw(st.sampled_from(["before", "after"]))
+            host = self.c.hosts[label]
+            if label in self.down:
+                return
+            snapshot = host.state_path.parent / "killed"
+            kill_at(host.client, k, any_write, host.state_path, snapshot, when)
+            try:
+                self.c.cycle(label, watch=self.watched())
+            except Killed:
+                host.restart_from(snapshot)
+            host.disarm()
+
+        # -- one step ---------------------------------------------------------------------------
+
+        def actions(self) -> list[str]:
+            """What can happen now, nova's operations and agent cycles weighted up (one rule
+            drawing from a list, not a rule each: hypothesis's swarm testing would leave whole
+            runs without nova or without cycles)."""
+            out = ["agent_cycle", "agent_cycle", "fail_next_request", "kill_during_cycle"]
+            out += ["nova", "nova", "nova"] if self.applicable() else []
+            out += ["delete_out_of_band"] if _ready("active", up=False)(self) else []
+            return [*out, "settle"]
+
+        @rule(data=st.data())
+        def step(self, data: st.DataObject) -> None:
+            action = data.draw(st.sampled_from(self.actions()))
+            if action == "settle":
+                self.settle()
+            else:
+                getattr(self, action)(data)
+
+        # -- the invariant --------------------------------------------------------------------
+
+        def settle(self) -> None:
+            """Faults stop; one cycle on each running host; Placement is nova's intent."""
+            for host in self.c.hosts.values():
+                host.disarm()
+            for label in ("A", "B"):
+                self.cycle(label)
+            self.check()
+
+        def check(self) -> None:
+            c = self.c
+            expected: dict[str, dict[str, Usage]] = {}
+            for s in self.servers.values():
+                if s.holds:
+                    expected[s.uuid] = _intent(s.holds)
+                if s.mig:
+                    expected[s.mig] = _intent(s.mig_holds)
+            for consumer, intent in expected.items():
+                assert c.holds(consumer) == intent, f"{consumer}: {c.holds(consumer)} != {intent}"
+            for label, host in c.hosts.items():
+                root = c.nova.root(host.nodename)
+                on = http_get(c.base, f"/resource_providers/{root}/allocations")["allocations"]
+                leaked = sorted(set(on) - {k for k, v in expected.items() if label in v})
+                assert not leaked, f"consumers on {label} nova does not intend: {leaked}"
+            assert http_get(c.base, f"/allocations/{self.foreign}") == self.foreign_seen
+            assert not c.touched, f"agent cycles rewrote nova's consumers: {c.touched}"
+            assert not c.nova.refused, f"Placement refused nova: {c.nova.refused}"
+            for s in self.servers.values():
+                s.unhealed = False
+
+        def teardown(self) -> None:
+            self.settle()
+
+    return NovaAndAgents
+
+
+def test_nova_and_agents_converge(tmp_path, served):
+    run_state_machine_as_test(
+        machine(tmp_path, served),
+        settings=settings(
+            max_examples=20,
+            stateful_step_count=12,
+            deadline=None,
+            derandomize=True,
+            # No shrinking: on a failure hypothesis would spend up to 5 minutes shrinking.
+            phases=[Phase.explicit, Phase.reuse, Phase.generate],
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
+    )
