@@ -212,6 +212,10 @@ class AllocationAudit:
             record.in_step(consumer)
             record.status(consumer, State.HERE, "listed; Placement holds its plan")
             return set()
+        if evidence.only_missing(want_here, have_here):
+            # Parts of the plan it holds nothing of (a device's, the sharing
+            # provider's): added, nothing it holds is changed.
+            return self.settle_one(view, consumer, want, keep, result, rewrite=False, add=True)
         if not self.rules.rewrite_drift:
             if record.drifted(consumer, line):
                 LOG.warning("instance %s: allocation differs from the plan: %s", consumer, line)
@@ -228,13 +232,15 @@ class AllocationAudit:
         keep: Iterable[str],
         result: AuditResult,
         rewrite: bool = False,
+        add: bool = False,
     ) -> set[str]:
         """Read one listed instance's consumer and write its plan if that is the rule.
 
         One read-edit-write (:meth:`ReportClient.edit_allocations`): *moving*
         writes nothing; holding nothing here (or nowhere) is healed by the
         merging write; holding something here that differs is drift, written
-        only when ``rewrite``.
+        only when ``rewrite``, or with ``add`` when what it holds here is all
+        in the plan (the missing parts are added).
 
         Returns:
             The providers touched (empty when nothing was written).
@@ -247,7 +253,8 @@ class AllocationAudit:
         def edit(held: ConsumerAllocations) -> ConsumerAllocations | None:
             decided[:] = [evidence.moving_reason(held, view.tree, view.owned)]
             have = {**held.on(managed), **held.on(set(want.without(view.owned)))}
-            if decided[0] or (have and not rewrite):
+            missing_only = add and evidence.only_missing(want.on(set(have) | want.providers), have)
+            if decided[0] or (have and not rewrite and not missing_only):
                 sent.clear()
                 return None
             ours = ours_of(view, consumer)

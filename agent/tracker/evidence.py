@@ -56,6 +56,19 @@ def drift_line(want: ByProvider, have: ByProvider) -> str:
     return f"Placement holds {_show(have)}, the driver's plan is {_show(want)}"
 
 
+def only_missing(want: ByProvider, have: ByProvider) -> bool:
+    """True when ``have`` differs from ``want`` only by whole providers it lacks.
+
+    Every part held is exactly the plan's on that provider, and the plan has
+    parts on providers where nothing is held (a device's part removed, a
+    sharing provider found after the write): healing adds them and changes
+    nothing held, so it undoes no other writer's work.
+    """
+    if want == have or not set(want) - set(have):
+        return False
+    return all(want.get(rp) == amounts for rp, amounts in have.items())
+
+
 def _show(part: ByProvider) -> str:
     if not part:
         return "nothing"

@@ -166,6 +166,12 @@ def test_claim_keeps_the_source_host_and_the_bandwidth_parts(setup):
     assert s.held(new.uuid) == {}
 
 
+def rewrite_drift(s: Setup) -> None:
+    """The operator turns ``[compute] rewrite_differing_allocations`` on (a new tracker)."""
+    s.conf.set_override("rewrite_differing_allocations", True, group="compute")
+    s.tracker = ResourceTracker(s.conf, s.driver, s.report, s.state, clock=lambda: s.now)
+
+
 def test_audit_heal_keeps_a_foreign_part_of_an_instance(setup):
     s = setup
     assert s.cycle(startup=True).ok
@@ -185,6 +191,8 @@ def test_audit_heal_keeps_a_foreign_part_of_an_instance(setup):
     cell = s.uuid(cpu_cell_of(s, s.inst(4)))
     body["allocations"][cell]["resources"]["MEMORY_MB"] *= 2
     call(s.base, "PUT", f"/allocations/{s.inst(4)}", body, expect=204)
+    assert s.cycle().nodes[0].drift == [s.inst(4)]  # by default reported, not rewritten
+    rewrite_drift(s)
     assert s.cycle().nodes[0].allocations_written == [s.inst(4)]
     after = http_get(s.base, f"/allocations/{s.inst(4)}")["allocations"]
     assert after[bw]["resources"] == {"NET_BW_EGR_KILOBIT_PER_SEC": 500}
@@ -235,6 +243,8 @@ def test_an_instance_that_no_longer_fits_its_cell_is_placed_again(setup):
     inv = http_get(s.base, f"/resource_providers/{home_uuid}/inventories")
     inv["inventories"]["VCPU"]["allocation_ratio"] = 0.1  # 4 VCPUs: too few for its 8
     call(s.base, "PUT", f"/resource_providers/{home_uuid}/inventories", inv)
+    assert s.cycle().nodes[0].drift == [unpinned]  # by default reported, not moved
+    rewrite_drift(s)
     s.cycle()
     assert cpu_cell_of(s, unpinned) != home
 
@@ -324,5 +334,6 @@ def test_deleted_allocation_on_the_sharing_provider_is_healed(tmp_path, embedded
         "consumer_type": "INSTANCE",
     }
     call(s.base, "PUT", f"/allocations/{s.inst(4)}", body, expect=204)
+    # The part on the sharing provider is missing, nothing held is changed: healed.
     assert s.cycle().nodes[0].allocations_written == [s.inst(4)]
     assert s.held(s.inst(4))[SharingDriver.share_name] == {"DISK_GB": 180}
