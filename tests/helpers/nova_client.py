@@ -38,6 +38,7 @@ from nova import objects
 from nova.compute import manager as compute_manager
 from nova.compute import resource_tracker as nova_rt
 from nova.conductor.tasks import migrate as conductor_migrate
+from nova.scheduler import request_filter
 from nova.scheduler import utils as scheduler_utils
 from nova.scheduler.client import report
 
@@ -131,8 +132,10 @@ class Nova:
         """The scheduler places ``instance`` on ``nodename``: boot, unshelve, the destination
         of a resize, a migration or an evacuation.
 
-        nova: ``SchedulerManager._schedule`` asks ``get_allocation_candidates`` (microversion
-        1.36) for the request spec's ``ResourceRequest.from_request_spec``, restricted to the
+        nova: ``SchedulerManager.select_destinations`` runs the request filters
+        (``request_filter.process_reqspec``: here ``compute_status_filter`` and
+        ``owner_nova_filter``), asks ``get_allocation_candidates`` (microversion 1.36)
+        for the request spec's ``ResourceRequest.from_request_spec``, restricted to the
         requested destination's tree (``resources_from_request_spec`` sets ``in_tree``,
         nova/scheduler/utils.py), and claims the first candidate with
         ``scheduler.utils.claim_resources`` (consumer generation None: a new consumer;
@@ -149,6 +152,12 @@ class Nova:
             user_id=self.user_id,
             is_bfv=False,
         )
+        # Two of nova's request filters (process_reqspec) bear on the agent's trees: disabled
+        # computes are forbidden, and, once every compute is new enough, the root must carry
+        # OWNER_NOVA (the version check reads the cell databases: taken as passed here).
+        request_filter.compute_status_filter(self.context, spec)
+        with mock.patch.object(request_filter, "_should_filter_by_owner", return_value=True):
+            request_filter.owner_nova_filter(self.context, spec)
         request = scheduler_utils.ResourceRequest.from_request_spec(spec)
         request.get_request_group(None).in_tree = self.root(nodename)
         candidates, _summaries, version = self.client.get_allocation_candidates(
@@ -216,9 +225,13 @@ class Nova:
         """The evacuated source's compute service is back and has destroyed the domain: the
         instance's allocation on the source tree is removed.
 
-        nova: ``ResourceTracker.delete_allocation_for_evacuated_instance``
-        (nova/compute/resource_tracker.py, from ``ComputeManager._destroy_evacuated_instances``
-        at ``init_host``): ``remove_provider_tree_from_instance_allocation``.
+        nova: ``ComputeManager._destroy_evacuated_instances`` (nova/compute/manager.py, from
+        ``init_host``) calls ``remove_provider_tree_from_instance_allocation(ctx,
+        instance.uuid, <source node's provider UUID>)``; it is run here through
+        ``ResourceTracker.delete_allocation_for_evacuated_instance``
+        (nova/compute/resource_tracker.py, which ``rebuild_instance`` uses on a failed
+        rebuild), the same call on the node named, without the migration records
+        ``_destroy_evacuated_instances`` reads from the cell database.
         """
         tracker = types.SimpleNamespace(
             reportclient=self.client,
