@@ -144,6 +144,35 @@ def test_live_migration_rolled_back(cloud):
     c.expect("live migration rolled back", A=S, B=IDLE)
 
 
+@AUDIT_FIGHTS_NOVA
+def test_live_migration_scheduling_refused_destination_and_conductor_rollback(cloud):
+    """The conductor's windows before any compute host acts: A's share is on the migration
+    record while the scheduler looks for a destination (the instance consumer holds
+    nothing: it must not be healed, or nova's claim doubles it up as an evacuation), B is
+    claimed and then dropped by the live migration's pre-checks, and the task rolls back."""
+    c, inst, mig = cloud, str(uuid.uuid4()), str(uuid.uuid4())
+    boot(c, inst)
+    watch = (inst, mig)
+    c.nova.start_move(inst, mig, c.node("A"))
+    c.cycle(watch=watch)
+    c.expect("live migration: scheduling", A=S, B=IDLE)
+    assert c.holds(inst) == {} and c.holds(mig) == {"A": S}
+
+    c.nova.schedule(inst, SMALL, c.node("B"))
+    c.cycle(watch=watch)
+    c.expect("live migration: B claimed, pre-checks running", A=S, B=S)
+    assert c.holds(inst) == {"B": S}
+
+    c.nova.unclaim(inst, c.node("B"))
+    c.cycle(watch=watch)
+    c.expect("live migration: B refused by the pre-checks", A=S, B=IDLE)
+
+    c.nova.abort_move(inst, mig, c.node("A"))
+    c.cycle(watch=watch)
+    c.expect("live migration: no valid host, rolled back", A=S, B=IDLE)
+    assert c.holds(inst) == {"A": S} and c.holds(mig) == {}
+
+
 def test_evacuation_while_source_down_then_source_returns(cloud):
     c, inst = cloud, str(uuid.uuid4())
     boot(c, inst)

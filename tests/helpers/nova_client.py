@@ -37,6 +37,7 @@ from nova import context as nova_context
 from nova import objects
 from nova.compute import manager as compute_manager
 from nova.compute import resource_tracker as nova_rt
+from nova.conductor.tasks import live_migrate
 from nova.conductor.tasks import migrate as conductor_migrate
 from nova.scheduler import request_filter
 from nova.scheduler import utils as scheduler_utils
@@ -193,6 +194,36 @@ class Nova:
                 self.context, inst, mig
             )
         _check(source_cn and held, f"replace_allocation_with_migration({instance}, {migration})")
+
+    def unclaim(self, instance: str, nodename: str) -> None:
+        """The conductor drops the instance's claim on a destination that failed its checks
+        (live migration's pre-checks, before trying another host).
+
+        nova: ``LiveMigrationTask._remove_host_allocations`` (nova/conductor/tasks/
+        live_migrate.py): ``remove_provider_tree_from_instance_allocation`` of that node.
+        """
+        task = types.SimpleNamespace(
+            report_client=self.client,
+            context=self.context,
+            instance=objects.Instance(uuid=instance),
+        )
+        live_migrate.LiveMigrationTask._remove_host_allocations(task, self.root(nodename))
+
+    def abort_move(self, instance: str, migration: str, source: str) -> None:
+        """The conductor's move task fails before the compute hosts are involved (no valid
+        destination): the migration record's allocation goes back to the instance.
+
+        nova: ``LiveMigrationTask.rollback`` and ``MigrationTask.rollback`` call
+        ``revert_allocation_for_migration`` (nova/conductor/tasks/migrate.py):
+        ``move_allocations(ctx, migration.uuid, instance.uuid)`` through the report-client
+        singleton (this client for the call).
+        """
+        node = objects.ComputeNode(uuid=self.root(source), host=source, hypervisor_hostname=source)
+        inst = objects.Instance(uuid=instance, host=source, node=source)
+        with mock.patch.object(report, "PLACEMENTCLIENT", self.client):
+            conductor_migrate.revert_allocation_for_migration(
+                self.context, node, inst, _migration(migration)
+            )
 
     def confirm(self, instance: str, migration: str) -> None:
         """Confirm a resize or cold migration, or finish a live migration: the migration
