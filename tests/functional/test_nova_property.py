@@ -4,7 +4,9 @@ A hypothesis state machine over two hosts, each running the agent (fake driver),
 nova's own allocation writes (tests/helpers/nova_client.py) on one served Placement. The
 model is nova's intent: which consumer (instance or migration record) holds which flavor
 on which host, and which domains each host's hypervisor has. Steps: boot, spawn, move
-(resize, cold or live migration, resize to the same host), confirm or finish, revert or
+(resize, cold or live migration, resize to the same host: the conductor's move to a
+migration record, the scheduler's claim, a destination dropped by the conductor's checks,
+the task rolled back, the domain defined on the destination), confirm or finish, revert or
 roll back, evacuation with the source down, the source returning, its clean-up, shelve
 offload, unshelve, delete; an operator deleting an instance's allocation out of band; one agent
 cycle on either host; a 500 answered to one of the agent's next requests; the agent killed
@@ -49,11 +51,11 @@ OTHER = {"A": "B", "B": "A"}
 class Server:
     """nova's view of one instance.
 
-    ``state``: building, active, moving, evacuated, shelved or deleted. ``holds``: the
-    instance consumer's intent ``{host: flavor}``; ``mig``/``mig_holds``: the migration
-    record of a move in progress and its intent. ``src``/``dest``/``old``: the move's
-    hosts and old flavor. ``unhealed``: its allocation was deleted out of band since the
-    last settle.
+    ``state``: building, active, scheduling, claimed, moving, evacuated, shelved or
+    deleted. ``holds``: the instance consumer's intent ``{host: flavor}``;
+    ``mig``/``mig_holds``: the migration record of a move in progress and its intent.
+    ``src``/``dest``/``old``: the move's hosts and old flavor. ``unhealed``: its
+    allocation was deleted out of band since the last settle.
     """
 
     uuid: str
@@ -126,7 +128,7 @@ def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per no
             return port
 
         def watched(self) -> tuple[str, ...]:
-            out = [s.uuid for s in self.servers.values() if not s.unhealed and s.holds]
+            out = [s.uuid for s in self.servers.values() if not s.unhealed]
             out += [s.mig for s in self.servers.values() if s.mig]
             return (*out, self.foreign)
 
@@ -153,6 +155,8 @@ def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per no
             for state, more in (
                 ("building", ["spawn"]),
                 ("active", ["move", "evacuate", "shelve_offload", "delete"]),
+                ("scheduling", ["claim", "abort"]),
+                ("claimed", ["unclaim", "migrate"]),
                 ("moving", ["confirm", "revert"]),
                 ("evacuated", ["clean_evacuated"]),
                 ("shelved", ["unshelve"]),
@@ -187,18 +191,46 @@ def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per no
 
         def _move(self, data: st.DataObject) -> None:
             """Resize, cold or live migration (``new`` the same flavor), or a resize on the
-            same host: the conductor's move to a migration record, then the destination
-            claim, then the domain defined there."""
+            same host, first stage: the conductor moves the source share to a migration
+            record; the scheduler has not claimed the destination yet."""
             s = self.pick(data, "active")
             dest, new = data.draw(HOSTS), data.draw(FLAVORS)
             if not s or (dest == s.host and new == s.flavor):
                 return
             s.mig = str(uuid.uuid4())
             self.c.nova.start_move(s.uuid, s.mig, self.c.node(s.host))
-            self.c.nova.schedule(s.uuid, new, self.c.node(dest))
-            self.c.hosts[dest].define(s.uuid, new)
-            s.state, s.src, s.dest, s.old, s.flavor = "moving", s.host, dest, s.flavor, new
-            s.mig_holds, s.holds, s.host = {s.src: s.old}, {dest: new}, dest
+            s.state, s.src, s.dest, s.old, s.flavor = "scheduling", s.host, dest, s.flavor, new
+            s.mig_holds, s.holds = {s.src: s.old}, {}
+
+        def _claim(self, data: st.DataObject) -> None:
+            """The scheduler claims the destination (the domain is not there yet)."""
+            s = self.pick(data, "scheduling")
+            if s:
+                self.c.nova.schedule(s.uuid, s.flavor, self.c.node(s.dest))
+                s.state, s.holds = "claimed", {s.dest: s.flavor}
+
+        def _unclaim(self, data: st.DataObject) -> None:
+            """The destination fails the conductor's checks: its claim is dropped."""
+            s = self.pick(data, "claimed")
+            if s:
+                self.c.nova.unclaim(s.uuid, self.c.node(s.dest))
+                s.state, s.holds = "scheduling", {}
+
+        def _abort(self, data: st.DataObject) -> None:
+            """No valid destination: the conductor's task gives the share back."""
+            s = self.pick(data, "scheduling")
+            if s:
+                assert s.old is not None
+                self.c.nova.abort_move(s.uuid, s.mig, self.c.node(s.src))
+                s.state, s.flavor, s.holds = "active", s.old, {s.src: s.old}
+                s.mig, s.mig_holds = "", {}
+
+        def _migrate(self, data: st.DataObject) -> None:
+            """The destination defines the domain (the source keeps its own)."""
+            s = self.pick(data, "claimed")
+            if s:
+                self.c.hosts[s.dest].define(s.uuid, s.flavor)
+                s.state, s.host = "moving", s.dest
 
         def _confirm(self, data: st.DataObject) -> None:
             s = self.pick(data, "moving")
