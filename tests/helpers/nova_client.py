@@ -11,7 +11,9 @@ How nova is installed and run: ``pip install nova==34.0.0`` into the test enviro
 and ``nova.compute.resource_tracker`` does not monkey-patch anything (nova's eventlet
 patching runs only from its service entry points, ``nova.monkey_patch``), adds no logging
 handler and leaves the root logger's level alone; it registers nova's options on oslo.config's
-global ``cfg.CONF``, which the agent never uses (it builds its own ``ConfigOpts``). The only
+global ``cfg.CONF``, which the agent never uses (it builds its own ``ConfigOpts``).
+Importing eventlet (through oslo.service and futurist) registers an at-fork hook that
+only emits a ``DeprecationWarning`` when the process forks. The only
 global this module changes is nova's report-client singleton, and only for the duration of
 one conductor call (:meth:`Nova.start_move`).
 
@@ -27,6 +29,7 @@ is recorded in :attr:`Nova.refused`, since some of nova's callers ignore a faile
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from unittest import mock
@@ -73,13 +76,18 @@ class Flavor:
 
 
 class _Recording(ks_adapter.Adapter):
-    """An Adapter that notes every answer of 400 or above (``(method, url, status, body)``)."""
+    """An Adapter that notes every answer of 400 or above (``(method, url, status, body)``),
+    and runs ``before_write`` (when set) just before each write it sends: after nova's reads
+    of the consumers' generations, before the write that carries them."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.refused: list[tuple[str, str, int, str]] = []
+        self.before_write: Callable[[str, str], None] | None = None
 
     def request(self, url: str, method: str, **kwargs: Any) -> Any:
+        if self.before_write is not None and method in ("PUT", "POST", "DELETE"):
+            self.before_write(method, url)
         resp = super().request(url, method, **kwargs)
         if resp.status_code >= 400:
             self.refused.append((method, url, resp.status_code, resp.text))
