@@ -72,6 +72,13 @@ class Server:
     old: Flavor | None = None
     unhealed: bool = False
 
+    @property
+    def project(self) -> str:
+        """Its own project: a migration record carries its instance's project and user, and
+        with two instances of one owner and one flavor on a host, an instance whose
+        allocation was deleted out of band cannot be told from its sibling being moved."""
+        return self.uuid.replace("-", "")
+
 
 def _ready(state: str, up: bool = True):
     """Precondition: some instance is in ``state`` (allocation not deleted out of band),
@@ -170,9 +177,9 @@ def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per no
         def first_instance(self) -> None:
             """Every run starts with an instance running on A (claimed, then spawned)."""
             inst = str(uuid.uuid4())
-            self.c.nova.schedule(inst, SMALL, self.c.node("A"))
-            self.c.hosts["A"].define(inst, SMALL)
-            self.servers[inst] = Server(inst, "active", "A", SMALL, {"A": SMALL})
+            s = self.servers[inst] = Server(inst, "active", "A", SMALL, {"A": SMALL})
+            self.c.nova.schedule(inst, SMALL, self.c.node("A"), s.project)
+            self.c.hosts["A"].define(inst, SMALL, s.project)
             self.c.cycle(watch=self.watched())
 
         def nova(self, data: st.DataObject) -> None:
@@ -182,13 +189,13 @@ def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per no
         def _boot(self, data: st.DataObject) -> None:
             label = data.draw(HOSTS)
             inst = str(uuid.uuid4())
-            self.c.nova.schedule(inst, SMALL, self.c.node(label))
-            self.servers[inst] = Server(inst, "building", label, SMALL, {label: SMALL})
+            s = self.servers[inst] = Server(inst, "building", label, SMALL, {label: SMALL})
+            self.c.nova.schedule(inst, SMALL, self.c.node(label), s.project)
 
         def _spawn(self, data: st.DataObject) -> None:
             s = self.pick(data, "building")
             if s and s.host not in self.down:
-                self.c.hosts[s.host].define(s.uuid, s.flavor)
+                self.c.hosts[s.host].define(s.uuid, s.flavor, s.project)
                 s.state = "active"
 
         def _move(self, data: st.DataObject) -> None:
@@ -208,7 +215,7 @@ def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per no
             """The scheduler claims the destination (the domain is not there yet)."""
             s = self.pick(data, "scheduling")
             if s:
-                self.c.nova.schedule(s.uuid, s.flavor, self.c.node(s.dest))
+                self.c.nova.schedule(s.uuid, s.flavor, self.c.node(s.dest), s.project)
                 s.state, s.holds = "claimed", {s.dest: s.flavor}
 
         def _unclaim(self, data: st.DataObject) -> None:
@@ -231,7 +238,7 @@ def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per no
             """The destination defines the domain (the source keeps its own)."""
             s = self.pick(data, "claimed")
             if s:
-                self.c.hosts[s.dest].define(s.uuid, s.flavor)
+                self.c.hosts[s.dest].define(s.uuid, s.flavor, s.project)
                 s.state, s.host = "moving", s.dest
 
         def _confirm(self, data: st.DataObject) -> None:
@@ -251,7 +258,7 @@ def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per no
             if s.src != s.dest:
                 self.c.hosts[s.dest].undefine(s.uuid)
             else:
-                self.c.hosts[s.src].define(s.uuid, s.old)
+                self.c.hosts[s.src].define(s.uuid, s.old, s.project)
             self.c.nova.revert(s.uuid, s.mig)
             s.state, s.host, s.flavor, s.holds = "active", s.src, s.old, {s.src: s.old}
             s.mig, s.mig_holds = "", {}
@@ -261,9 +268,11 @@ def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per no
             if not s:
                 return
             src, dest = s.host, OTHER[s.host]
+            if any(x.unhealed and x.host == src for x in self.servers.values()):
+                return  # its agent must heal that one first (settle cannot while it is down)
             self.down.add(src)
-            self.c.nova.schedule(s.uuid, s.flavor, self.c.node(dest))
-            self.c.hosts[dest].define(s.uuid, s.flavor)
+            self.c.nova.schedule(s.uuid, s.flavor, self.c.node(dest), s.project)
+            self.c.hosts[dest].define(s.uuid, s.flavor, s.project)
             s.state, s.src, s.dest, s.host = "evacuated", src, dest, dest
             s.holds = {src: s.flavor, dest: s.flavor}
 
@@ -299,7 +308,7 @@ def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per no
             s = self.pick(data, "shelved")
             if not s:
                 return
-            self.c.nova.schedule(s.uuid, s.flavor, self.c.node(label))
+            self.c.nova.schedule(s.uuid, s.flavor, self.c.node(label), s.project)
             s.state, s.host, s.holds = "building", label, {label: s.flavor}
 
         # -- others: an operator, the agents, faults -----------------------------------------

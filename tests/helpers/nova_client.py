@@ -137,7 +137,9 @@ class Nova:
             raise KeyError(f"no resource provider named {nodename!r} in Placement")
         return found[0]["uuid"]
 
-    def schedule(self, instance: str, flavor: Flavor, nodename: str) -> None:
+    def schedule(
+        self, instance: str, flavor: Flavor, nodename: str, project_id: str | None = None
+    ) -> None:
         """The scheduler places ``instance`` on ``nodename``: boot, unshelve, the destination
         of a resize, a migration or an evacuation.
 
@@ -151,13 +153,16 @@ class Nova:
         ``SchedulerReportClient.claim_resources`` doubles up an evacuated instance's
         existing allocation with the GET's generation).
 
+        Args:
+            project_id: the instance's project (default: this nova's ``project_id``).
+
         Raises:
             NovaCallFailed: no candidate, or the claim answered false.
         """
         spec = objects.RequestSpec(
             flavor=flavor.nova(),
             image=objects.ImageMeta(properties=objects.ImageMetaProps()),
-            project_id=self.project_id,
+            project_id=project_id or self.project_id,
             user_id=self.user_id,
             is_bfv=False,
         )
