@@ -14,6 +14,13 @@ step each host's agent runs one periodic cycle, then:
 - Placement refused none of nova's requests.
 
 Each test reads like a gabbi file: a step, the hosts' domains, what Placement holds.
+Beyond the walk: the conductor's own windows (scheduling with the source share on the
+migration record, a destination dropped by its checks, its rollback), both agents cycling
+between nova's reads and its writes, ``remove_unknown_allocations_after`` set during a
+resize awaiting confirmation, and the agents as services with events.
+
+The tests today's audit fails are strict xfails (``AUDIT_FIGHTS_NOVA`` and two of their
+own): when issue 26's rework makes one pass, pytest reports it, and its marker goes.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import pytest
 from nova import exception
 
 from tests.helpers.events import ThreadedService, service_ini, wait_until
+from tests.helpers.nova_client import Flavor
 from tests.helpers.nova_cloud import IDLE, LARGE, SMALL, Cloud, usage
 
 AUDIT_FIGHTS_NOVA = pytest.mark.xfail(
@@ -55,11 +63,10 @@ def boot(c: Cloud, inst: str, label: str = "A") -> None:
     c.expect("boot: running", **{label: S, other: IDLE})
 
 
-def move_to_b(c: Cloud, inst: str, mig: str, flavor: str = "LARGE") -> tuple[str, ...]:
+def move_to_b(c: Cloud, inst: str, mig: str, new: Flavor = LARGE) -> tuple[str, ...]:
     """Resize (or cold or live migration) from A to B, to the point where the domain is on
     both hosts: the conductor moves A's share to the migration record, the scheduler claims
     B for the instance, B defines the domain (A keeps its own, shut off or running)."""
-    new = LARGE if flavor == "LARGE" else SMALL
     c.nova.start_move(inst, mig, c.node("A"))
     c.nova.schedule(inst, new, c.node("B"))
     c.hosts["B"].define(inst, new)
@@ -108,7 +115,7 @@ def test_resize_awaiting_confirm_then_revert(cloud):
 def test_cold_migration(cloud):
     c, inst, mig = cloud, str(uuid.uuid4()), str(uuid.uuid4())
     boot(c, inst)
-    watch = move_to_b(c, inst, mig, flavor="SMALL")
+    watch = move_to_b(c, inst, mig, new=SMALL)
     c.expect("cold migration A->B awaiting confirm", A=S, B=S)
 
     c.hosts["A"].undefine(inst)
@@ -121,7 +128,7 @@ def test_cold_migration(cloud):
 def test_live_migration_done(cloud):
     c, inst, mig = cloud, str(uuid.uuid4()), str(uuid.uuid4())
     boot(c, inst)
-    watch = move_to_b(c, inst, mig, flavor="SMALL")
+    watch = move_to_b(c, inst, mig, new=SMALL)
     c.expect("live migration A->B in progress", A=S, B=S)
 
     # _post_live_migration: the source domain is gone, the migration's share deleted.
@@ -135,7 +142,7 @@ def test_live_migration_done(cloud):
 def test_live_migration_rolled_back(cloud):
     c, inst, mig = cloud, str(uuid.uuid4()), str(uuid.uuid4())
     boot(c, inst)
-    watch = move_to_b(c, inst, mig, flavor="SMALL")
+    watch = move_to_b(c, inst, mig, new=SMALL)
     c.expect("live migration A->B in progress", A=S, B=S)
 
     # _rollback_live_migration: the destination's domain is cleaned up, A's share returns.
@@ -252,7 +259,7 @@ def test_agent_cycles_between_nova_reads_and_writes(cloud):
 
     mig = str(uuid.uuid4())
     c.nova.adapter.before_write = lambda _method, _url: c.cycle(watch=(inst, mig))
-    watch = move_to_b(c, inst, mig, flavor="SMALL")
+    watch = move_to_b(c, inst, mig, new=SMALL)
     c.expect("cold migration A->B, cycles inside nova's requests", A=S, B=S)
     c.hosts["A"].undefine(inst)
     c.nova.confirm(inst, mig)
