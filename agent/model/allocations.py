@@ -35,6 +35,11 @@ INSTANCE = "INSTANCE"
 MIGRATION = "MIGRATION"
 """Placement consumer type of a migration record (nova holds the source host's part on it)."""
 
+UNKNOWN = "unknown"
+"""What Placement shows (1.38+) for a consumer written without a type: every consumer
+nova 34 writes (it writes at 1.28-1.36), instances and migration records alike. Not a
+type a write may name (Placement's schema: ``^[A-Z0-9_]+$``)."""
+
 Amounts = dict[str, int]
 """``{resource class: amount}`` on one provider (counts, MiB, GiB: the class's unit)."""
 
@@ -115,7 +120,13 @@ class ConsumerAllocations:
         if self.project_id is None or self.user_id is None:
             raise ValueError("an allocation write needs the consumer's project_id and user_id")
         # The same fields as the GET (less the per-provider generations it carries).
-        return self.to_spec()
+        body = self.to_spec()
+        if body["consumer_type"] == UNKNOWN:
+            # A write from 1.38 must name a type (sending 'unknown' back is a 400). The
+            # agent writes untyped consumers only as instances, or moving them in a
+            # reshape (a migration record then becomes INSTANCE: nova reads no type).
+            body["consumer_type"] = INSTANCE
+        return body
 
     def to_spec(self) -> dict[str, Any]:
         """The ``GET /allocations/{consumer}`` shape (the spec's Allocations Parameter)."""

@@ -176,20 +176,68 @@ class AllocationAudit:
         one_by_one: list[str] = []
         for consumer in sorted(present):
             want = expected.get(consumer)
-            if consumer in record.moving and want is not None:
-                one_by_one.append(consumer)  # read alone: still moving?
-            elif held.get(consumer) or consumer in record.shared:
+            if held.get(consumer) or consumer in record.shared:
                 touched |= self._here(view, consumer, want, held.get(consumer, {}), keep, result)
             elif want is None or not want.allocations:
                 record.in_step(consumer)
                 record.status(consumer, State.HERE, "listed; uses nothing here")
+            elif consumer in record.moving:
+                one_by_one.append(consumer)  # read alone: still moving?
             else:
                 new[consumer] = want
+        for consumer, why in self._pending_moves(
+            view, present, {**new, **{c: expected[c] for c in one_by_one}}
+        ).items():
+            new.pop(consumer, None)
+            if consumer in one_by_one:
+                one_by_one.remove(consumer)
+            if consumer not in record.moving:
+                LOG.info("instance %s: moving; nothing written (%s)", consumer, why)
+            record.is_moving(consumer, why)
+            result.moving.append(consumer)
         refused = self.write_missing(view, new, keep, result, touched)
         for consumer in one_by_one + refused:
             touched |= self.settle_one(view, consumer, expected[consumer], keep, result)
         self.checkpoint(view)
         return touched
+
+    def _pending_moves(
+        self,
+        view: AuditView,
+        present: set[str],
+        missing: Mapping[str, ConsumerAllocations],
+    ) -> dict[str, str]:
+        """Instances holding nothing here whose share here nova holds on a migration record.
+
+        Between the conductor's ``replace_allocation_with_migration`` and the
+        scheduler's claim on the destination (and when a destination fails
+        its checks), the instance's consumer holds nothing anywhere while a
+        consumer without type, of the instance's project and user, holds
+        exactly its share here: healing it would make nova's claim merge
+        the source share into the destination's (``claim_resources``). One
+        ``GET /allocations/{consumer}`` per consumer whose amounts match.
+
+        Returns:
+            ``{instance: why}`` for those found (they are *moving*).
+        """
+        others = {
+            c: parts
+            for c, parts in view.held.items()
+            if c not in present and c not in view.record.claims
+        }
+        found: dict[str, str] = {}
+        owners: dict[str, ConsumerAllocations] = {}
+        for consumer, want in sorted(missing.items()):
+            share = want.on(view.owned)
+            for other in sorted(c for c, parts in others.items() if parts == share):
+                if other not in owners:
+                    owners[other] = self.report.get_allocations(other)
+                why = evidence.holds_its_share(owners[other], want, other)
+                if why:
+                    found[consumer] = why
+                    del others[other]
+                    break
+        return found
 
     def _here(
         self,

@@ -102,6 +102,13 @@ class ConsumerRecord:
         shared: ``{consumer: {provider: {rc: amount}}}`` each instance holds
             on providers outside the tree (the shared-storage provider).
         migrations: unknown consumers found to be typed ``MIGRATION``.
+        wrote: instances whose allocation here the agent itself wrote (a claim,
+            a heal): removed as soon as they are gone.
+        deferred: gone instances whose allocation another writer made (nova's
+            scheduler), already found gone once: nova cleans up its own on
+            delete, confirm, revert and evacuation, so the agent removes them
+            only when a second audit still finds them (a revert's
+            ``move_allocations`` is never raced).
         drift: ``{consumer: the drift line last logged}``: a drift is logged
             once, again only when it changes.
         statuses: the state the last audit derived for each consumer, and
@@ -116,6 +123,8 @@ class ConsumerRecord:
     held: dict[str, ProviderAllocations] = field(default_factory=dict)
     shared: dict[str, ByProvider] = field(default_factory=dict)
     migrations: set[str] = field(default_factory=set)
+    wrote: set[str] = field(default_factory=set)
+    deferred: set[str] = field(default_factory=set)
     drift: dict[str, str] = field(default_factory=dict)
     statuses: dict[str, ConsumerStatus] = field(default_factory=dict)
 
@@ -142,6 +151,8 @@ class ConsumerRecord:
                 },
                 shared={str(c): clean_by_provider(a) for c, a in doc.get("shared", {}).items()},
                 migrations={str(c) for c in doc.get("migrations", [])},
+                wrote={str(c) for c in doc.get("wrote", [])},
+                deferred={str(c) for c in doc.get("deferred", [])},
                 drift={str(c): str(d) for c, d in doc.get("drift", {}).items()},
                 statuses={
                     str(c): ConsumerStatus(str(c), State(s["state"]), str(s["why"]), s["drift"])
@@ -168,6 +179,8 @@ class ConsumerRecord:
             },
             "shared": dict(sorted(self.shared.items())),
             "migrations": sorted(self.migrations),
+            "wrote": sorted(self.wrote),
+            "deferred": sorted(self.deferred),
             "drift": dict(sorted(self.drift.items())),
             "states": {
                 c: {"state": str(s.state), "why": s.why, "drift": s.drift}
@@ -209,6 +222,7 @@ class ConsumerRecord:
         self.instances.add(consumer)
         self.claims.pop(consumer, None)
         self.gone.discard(consumer)
+        self.deferred.discard(consumer)
         self.unknown.pop(consumer, None)
 
     def vanished(self, consumer: str) -> None:
@@ -229,6 +243,7 @@ class ConsumerRecord:
         """
         if consumer not in self.instances:
             self.claims[consumer] = when
+        self.wrote.add(consumer)
         self.gone.discard(consumer)
         self.unknown.pop(consumer, None)
         if shared:
@@ -243,6 +258,7 @@ class ConsumerRecord:
         """
         shared = set(self.shared.pop(consumer, {}))
         self.claims.pop(consumer, None)
+        self.wrote.discard(consumer)
         self.instances.discard(consumer)
         self.moving.discard(consumer)
         self.gone.discard(consumer)
@@ -270,6 +286,7 @@ class ConsumerRecord:
             self.shared[consumer] = dict(shared)
         else:
             self.shared.pop(consumer, None)
+        self.wrote.add(consumer)
         self.moving.discard(consumer)
 
     def is_moving(self, consumer: str, why: str) -> None:
@@ -284,6 +301,19 @@ class ConsumerRecord:
         self.shared.pop(consumer, None)
         self.unknown.pop(consumer, None)
         self.claims.pop(consumer, None)
+        self.wrote.discard(consumer)
+        self.deferred.discard(consumer)
+
+    def removal_due(self, consumer: str) -> bool:
+        """Whether this audit removes gone ``consumer``'s part here (``deferred``).
+
+        True for an allocation the agent wrote, and for another writer's
+        found gone by an earlier audit; otherwise it is deferred to the next.
+        """
+        if consumer in self.wrote or consumer in self.deferred:
+            return True
+        self.deferred.add(consumer)
+        return False
 
     def drifted(self, consumer: str, line: str) -> bool:
         """Note that ``consumer``'s allocation differs from the plan as ``line`` says.
@@ -325,6 +355,8 @@ class ConsumerRecord:
         self.drift = {c: d for c, d in self.drift.items() if c in present}
         kept = self.instances | set(self.claims) | self.gone | present
         self.shared = {c: a for c, a in self.shared.items() if c in kept}
+        self.wrote &= kept
+        self.deferred &= self.gone
 
     def status(self, consumer: str, state: State, why: str, drift: str = "") -> None:
         """Note the state the audit derived for ``consumer`` (shown, counted)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 
-from agent.model.allocations import MIGRATION, ByProvider, ConsumerAllocations
+from agent.model.allocations import MIGRATION, UNKNOWN, ByProvider, ConsumerAllocations
 from agent.shape.planning import CPU_MEMORY_CLASSES
 
 Owner = tuple[str | None, str | None]
@@ -46,6 +46,25 @@ def moving_reason(held: ConsumerAllocations, tree: Collection[str], owned: Itera
     return (
         f"its CPU and memory are held on {', '.join(elsewhere)}, outside this node: "
         "nova moved it (resize or live migration in progress, or evacuated)"
+    )
+
+
+def holds_its_share(holder: ConsumerAllocations, want: ConsumerAllocations, uuid: str) -> str:
+    """Why ``holder`` (consumer ``uuid``) is the migration record of the instance ``want``
+    is planned for, or "".
+
+    nova's conductor moves an instance's source share to a consumer of the
+    migration's UUID with the instance's project and user and no type (or
+    ``MIGRATION`` from another writer): such a consumer holding exactly the
+    instance's planned share here means a move is being scheduled.
+    """
+    if holder.consumer_type not in (UNKNOWN, MIGRATION):
+        return ""
+    if (holder.project_id, holder.user_id) != (want.project_id, want.user_id):
+        return ""
+    return (
+        f"its share here is held by consumer {uuid} of its project and user "
+        "(nova's migration record): a move is being scheduled"
     )
 
 

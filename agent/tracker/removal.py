@@ -74,6 +74,10 @@ class Removals:
             if not here and consumer not in record.shared and consumer not in ask:
                 record.removal_confirmed(consumer)
                 continue
+            if not record.removal_due(consumer):
+                why = "no longer listed; nova wrote it: removed next audit unless nova does first"
+                record.status(consumer, State.GONE, why)
+                continue
             try:
                 removed = self.report.remove_allocations_from(consumer, ours_of(view, consumer))
             except PlacementError as exc:

@@ -14,6 +14,10 @@ step each host's agent runs one periodic cycle, then:
 - Placement refused none of nova's requests.
 
 Each test reads like a gabbi file: a step, the hosts' domains, what Placement holds.
+Beyond the walk: the conductor's own windows (scheduling with the source share on the
+migration record, a destination dropped by its checks, its rollback), both agents cycling
+between nova's reads and its writes, ``remove_unknown_allocations_after`` set during a
+resize awaiting confirmation, and the agents as services with events.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import uuid
 import pytest
 
 from tests.helpers.events import ThreadedService, service_ini, wait_until
+from tests.helpers.nova_client import Flavor
 from tests.helpers.nova_cloud import IDLE, LARGE, SMALL, Cloud, usage
 
 S = usage(SMALL)
@@ -45,11 +50,10 @@ def boot(c: Cloud, inst: str, label: str = "A") -> None:
     c.expect("boot: running", **{label: S, other: IDLE})
 
 
-def move_to_b(c: Cloud, inst: str, mig: str, flavor: str = "LARGE") -> tuple[str, ...]:
+def move_to_b(c: Cloud, inst: str, mig: str, new: Flavor = LARGE) -> tuple[str, ...]:
     """Resize (or cold or live migration) from A to B, to the point where the domain is on
     both hosts: the conductor moves A's share to the migration record, the scheduler claims
     B for the instance, B defines the domain (A keeps its own, shut off or running)."""
-    new = LARGE if flavor == "LARGE" else SMALL
     c.nova.start_move(inst, mig, c.node("A"))
     c.nova.schedule(inst, new, c.node("B"))
     c.hosts["B"].define(inst, new)
@@ -95,7 +99,7 @@ def test_resize_awaiting_confirm_then_revert(cloud):
 def test_cold_migration(cloud):
     c, inst, mig = cloud, str(uuid.uuid4()), str(uuid.uuid4())
     boot(c, inst)
-    watch = move_to_b(c, inst, mig, flavor="SMALL")
+    watch = move_to_b(c, inst, mig, new=SMALL)
     c.expect("cold migration A->B awaiting confirm", A=S, B=S)
 
     c.hosts["A"].undefine(inst)
@@ -107,7 +111,7 @@ def test_cold_migration(cloud):
 def test_live_migration_done(cloud):
     c, inst, mig = cloud, str(uuid.uuid4()), str(uuid.uuid4())
     boot(c, inst)
-    watch = move_to_b(c, inst, mig, flavor="SMALL")
+    watch = move_to_b(c, inst, mig, new=SMALL)
     c.expect("live migration A->B in progress", A=S, B=S)
 
     # _post_live_migration: the source domain is gone, the migration's share deleted.
@@ -120,7 +124,7 @@ def test_live_migration_done(cloud):
 def test_live_migration_rolled_back(cloud):
     c, inst, mig = cloud, str(uuid.uuid4()), str(uuid.uuid4())
     boot(c, inst)
-    watch = move_to_b(c, inst, mig, flavor="SMALL")
+    watch = move_to_b(c, inst, mig, new=SMALL)
     c.expect("live migration A->B in progress", A=S, B=S)
 
     # _rollback_live_migration: the destination's domain is cleaned up, A's share returns.
@@ -128,6 +132,34 @@ def test_live_migration_rolled_back(cloud):
     c.nova.revert(inst, mig)
     c.cycle(watch=watch)
     c.expect("live migration rolled back", A=S, B=IDLE)
+
+
+def test_live_migration_scheduling_refused_destination_and_conductor_rollback(cloud):
+    """The conductor's windows before any compute host acts: A's share is on the migration
+    record while the scheduler looks for a destination (the instance consumer holds
+    nothing: it must not be healed, or nova's claim doubles it up as an evacuation), B is
+    claimed and then dropped by the live migration's pre-checks, and the task rolls back."""
+    c, inst, mig = cloud, str(uuid.uuid4()), str(uuid.uuid4())
+    boot(c, inst)
+    watch = (inst, mig)
+    c.nova.start_move(inst, mig, c.node("A"))
+    c.cycle(watch=watch)
+    c.expect("live migration: scheduling", A=S, B=IDLE)
+    assert c.holds(inst) == {} and c.holds(mig) == {"A": S}
+
+    c.nova.schedule(inst, SMALL, c.node("B"))
+    c.cycle(watch=watch)
+    c.expect("live migration: B claimed, pre-checks running", A=S, B=S)
+    assert c.holds(inst) == {"B": S}
+
+    c.nova.unclaim(inst, c.node("B"))
+    c.cycle(watch=watch)
+    c.expect("live migration: B refused by the pre-checks", A=S, B=IDLE)
+
+    c.nova.abort_move(inst, mig, c.node("A"))
+    c.cycle(watch=watch)
+    c.expect("live migration: no valid host, rolled back", A=S, B=IDLE)
+    assert c.holds(inst) == {"A": S} and c.holds(mig) == {}
 
 
 def test_evacuation_while_source_down_then_source_returns(cloud):
@@ -181,6 +213,31 @@ def test_resize_to_same_host(cloud):
     c.nova.confirm(inst, mig)
     c.cycle(watch=watch)
     c.expect("resize on A confirmed", A=L, B=IDLE)
+
+
+def test_agent_cycles_between_nova_reads_and_writes(cloud):
+    """Both agents run a cycle just before every write nova sends, after the reads it took
+    the consumers' generations from (the race nova's generations guard against): resize and
+    revert, cold migration and confirm. No nova call fails, and Placement is nova's intent."""
+    c, inst = cloud, str(uuid.uuid4())
+    boot(c, inst)
+    mig = str(uuid.uuid4())
+    c.nova.adapter.before_write = lambda _method, _url: c.cycle(watch=(inst, mig))
+    watch = move_to_b(c, inst, mig)
+    c.expect("resize A->B awaiting confirm, cycles inside nova's requests", A=S, B=L)
+    c.hosts["B"].undefine(inst)
+    c.nova.revert(inst, mig)
+    c.cycle(watch=watch)
+    c.expect("resize reverted, cycles inside nova's requests", A=S, B=IDLE)
+
+    mig = str(uuid.uuid4())
+    c.nova.adapter.before_write = lambda _method, _url: c.cycle(watch=(inst, mig))
+    watch = move_to_b(c, inst, mig, new=SMALL)
+    c.expect("cold migration A->B, cycles inside nova's requests", A=S, B=S)
+    c.hosts["A"].undefine(inst)
+    c.nova.confirm(inst, mig)
+    c.cycle(watch=watch)
+    c.expect("cold migration confirmed, cycles inside nova's requests", A=IDLE, B=S)
 
 
 def test_resize_awaiting_confirm_with_unknown_removal_on(tmp_path, served):

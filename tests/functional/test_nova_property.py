@@ -4,11 +4,14 @@ A hypothesis state machine over two hosts, each running the agent (fake driver),
 nova's own allocation writes (tests/helpers/nova_client.py) on one served Placement. The
 model is nova's intent: which consumer (instance or migration record) holds which flavor
 on which host, and which domains each host's hypervisor has. Steps: boot, spawn, move
-(resize, cold or live migration, resize to the same host), confirm or finish, revert or
+(resize, cold or live migration, resize to the same host: the conductor's move to a
+migration record, the scheduler's claim, a destination dropped by the conductor's checks,
+the task rolled back, the domain defined on the destination), confirm or finish, revert or
 roll back, evacuation with the source down, the source returning, its clean-up, shelve
-offload, unshelve, delete; an operator deleting an instance's allocation out of band; one agent
-cycle on either host; a 500 answered to one of the agent's next requests; the agent killed
-at its k-th write of a cycle and restarted from the state it left (tests/helpers/faults.py).
+offload, unshelve, delete; an agent cycle landing between nova's reads and its write; an
+operator deleting an instance's allocation out of band; one agent cycle on either host; a
+500 answered to one of the agent's next requests; the agent killed at its k-th write of a
+cycle and restarted from the state it left (tests/helpers/faults.py).
 
 Invariants, checked by ``settle`` (a step of its own, and at the end of every run): once
 the faults stop, one cycle of each running host's agent makes every consumer's allocation
@@ -48,11 +51,11 @@ OTHER = {"A": "B", "B": "A"}
 class Server:
     """nova's view of one instance.
 
-    ``state``: building, active, moving, evacuated, shelved or deleted. ``holds``: the
-    instance consumer's intent ``{host: flavor}``; ``mig``/``mig_holds``: the migration
-    record of a move in progress and its intent. ``src``/``dest``/``old``: the move's
-    hosts and old flavor. ``unhealed``: its allocation was deleted out of band since the
-    last settle.
+    ``state``: building, active, scheduling, claimed, moving, evacuated, shelved or
+    deleted. ``holds``: the instance consumer's intent ``{host: flavor}``;
+    ``mig``/``mig_holds``: the migration record of a move in progress and its intent.
+    ``src``/``dest``/``old``: the move's hosts and old flavor. ``unhealed``: its
+    allocation was deleted out of band since the last settle.
     """
 
     uuid: str
@@ -66,6 +69,13 @@ class Server:
     dest: str = ""
     old: Flavor | None = None
     unhealed: bool = False
+
+    @property
+    def project(self) -> str:
+        """Its own project: a migration record carries its instance's project and user, and
+        with two instances of one owner and one flavor on a host, an instance whose
+        allocation was deleted out of band cannot be told from its sibling being moved."""
+        return self.uuid.replace("-", "")
 
 
 def _ready(state: str, up: bool = True):
@@ -125,7 +135,7 @@ def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per no
             return port
 
         def watched(self) -> tuple[str, ...]:
-            out = [s.uuid for s in self.servers.values() if not s.unhealed and s.holds]
+            out = [s.uuid for s in self.servers.values() if not s.unhealed]
             out += [s.mig for s in self.servers.values() if s.mig]
             return (*out, self.foreign)
 
@@ -152,6 +162,8 @@ def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per no
             for state, more in (
                 ("building", ["spawn"]),
                 ("active", ["move", "evacuate", "shelve_offload", "delete"]),
+                ("scheduling", ["claim", "abort"]),
+                ("claimed", ["unclaim", "migrate"]),
                 ("moving", ["confirm", "revert"]),
                 ("evacuated", ["clean_evacuated"]),
                 ("shelved", ["unshelve"]),
@@ -163,9 +175,9 @@ def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per no
         def first_instance(self) -> None:
             """Every run starts with an instance running on A (claimed, then spawned)."""
             inst = str(uuid.uuid4())
-            self.c.nova.schedule(inst, SMALL, self.c.node("A"))
-            self.c.hosts["A"].define(inst, SMALL)
-            self.servers[inst] = Server(inst, "active", "A", SMALL, {"A": SMALL})
+            s = self.servers[inst] = Server(inst, "active", "A", SMALL, {"A": SMALL})
+            self.c.nova.schedule(inst, SMALL, self.c.node("A"), s.project)
+            self.c.hosts["A"].define(inst, SMALL, s.project)
             self.c.cycle(watch=self.watched())
 
         def nova(self, data: st.DataObject) -> None:
@@ -175,29 +187,57 @@ def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per no
         def _boot(self, data: st.DataObject) -> None:
             label = data.draw(HOSTS)
             inst = str(uuid.uuid4())
-            self.c.nova.schedule(inst, SMALL, self.c.node(label))
-            self.servers[inst] = Server(inst, "building", label, SMALL, {label: SMALL})
+            s = self.servers[inst] = Server(inst, "building", label, SMALL, {label: SMALL})
+            self.c.nova.schedule(inst, SMALL, self.c.node(label), s.project)
 
         def _spawn(self, data: st.DataObject) -> None:
             s = self.pick(data, "building")
             if s and s.host not in self.down:
-                self.c.hosts[s.host].define(s.uuid, s.flavor)
+                self.c.hosts[s.host].define(s.uuid, s.flavor, s.project)
                 s.state = "active"
 
         def _move(self, data: st.DataObject) -> None:
             """Resize, cold or live migration (``new`` the same flavor), or a resize on the
-            same host: the conductor's move to a migration record, then the destination
-            claim, then the domain defined there."""
+            same host, first stage: the conductor moves the source share to a migration
+            record; the scheduler has not claimed the destination yet."""
             s = self.pick(data, "active")
             dest, new = data.draw(HOSTS), data.draw(FLAVORS)
             if not s or (dest == s.host and new == s.flavor):
                 return
             s.mig = str(uuid.uuid4())
             self.c.nova.start_move(s.uuid, s.mig, self.c.node(s.host))
-            self.c.nova.schedule(s.uuid, new, self.c.node(dest))
-            self.c.hosts[dest].define(s.uuid, new)
-            s.state, s.src, s.dest, s.old, s.flavor = "moving", s.host, dest, s.flavor, new
-            s.mig_holds, s.holds, s.host = {s.src: s.old}, {dest: new}, dest
+            s.state, s.src, s.dest, s.old, s.flavor = "scheduling", s.host, dest, s.flavor, new
+            s.mig_holds, s.holds = {s.src: s.old}, {}
+
+        def _claim(self, data: st.DataObject) -> None:
+            """The scheduler claims the destination (the domain is not there yet)."""
+            s = self.pick(data, "scheduling")
+            if s:
+                self.c.nova.schedule(s.uuid, s.flavor, self.c.node(s.dest), s.project)
+                s.state, s.holds = "claimed", {s.dest: s.flavor}
+
+        def _unclaim(self, data: st.DataObject) -> None:
+            """The destination fails the conductor's checks: its claim is dropped."""
+            s = self.pick(data, "claimed")
+            if s:
+                self.c.nova.unclaim(s.uuid, self.c.node(s.dest))
+                s.state, s.holds = "scheduling", {}
+
+        def _abort(self, data: st.DataObject) -> None:
+            """No valid destination: the conductor's task gives the share back."""
+            s = self.pick(data, "scheduling")
+            if s:
+                assert s.old is not None
+                self.c.nova.abort_move(s.uuid, s.mig, self.c.node(s.src))
+                s.state, s.flavor, s.holds = "active", s.old, {s.src: s.old}
+                s.mig, s.mig_holds = "", {}
+
+        def _migrate(self, data: st.DataObject) -> None:
+            """The destination defines the domain (the source keeps its own)."""
+            s = self.pick(data, "claimed")
+            if s:
+                self.c.hosts[s.dest].define(s.uuid, s.flavor, s.project)
+                s.state, s.host = "moving", s.dest
 
         def _confirm(self, data: st.DataObject) -> None:
             s = self.pick(data, "moving")
@@ -216,7 +256,7 @@ def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per no
             if s.src != s.dest:
                 self.c.hosts[s.dest].undefine(s.uuid)
             else:
-                self.c.hosts[s.src].define(s.uuid, s.old)
+                self.c.hosts[s.src].define(s.uuid, s.old, s.project)
             self.c.nova.revert(s.uuid, s.mig)
             s.state, s.host, s.flavor, s.holds = "active", s.src, s.old, {s.src: s.old}
             s.mig, s.mig_holds = "", {}
@@ -226,9 +266,11 @@ def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per no
             if not s:
                 return
             src, dest = s.host, OTHER[s.host]
+            if any(x.unhealed and x.host == src for x in self.servers.values()):
+                return  # its agent must heal that one first (settle cannot while it is down)
             self.down.add(src)
-            self.c.nova.schedule(s.uuid, s.flavor, self.c.node(dest))
-            self.c.hosts[dest].define(s.uuid, s.flavor)
+            self.c.nova.schedule(s.uuid, s.flavor, self.c.node(dest), s.project)
+            self.c.hosts[dest].define(s.uuid, s.flavor, s.project)
             s.state, s.src, s.dest, s.host = "evacuated", src, dest, dest
             s.holds = {src: s.flavor, dest: s.flavor}
 
@@ -264,7 +306,7 @@ def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per no
             s = self.pick(data, "shelved")
             if not s:
                 return
-            self.c.nova.schedule(s.uuid, s.flavor, self.c.node(label))
+            self.c.nova.schedule(s.uuid, s.flavor, self.c.node(label), s.project)
             s.state, s.host, s.holds = "building", label, {label: s.flavor}
 
         # -- others: an operator, the agents, faults -----------------------------------------
@@ -291,6 +333,18 @@ def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per no
             }[which]
             fail_at(self.c.hosts[label].client, match)
 
+        def cycle_inside_next_nova_write(self, data: st.DataObject) -> None:
+            """A host's agent runs a cycle just before nova's next write, after the reads
+            nova took the generations from (once)."""
+            label = data.draw(HOSTS)
+            adapter = self.c.nova.adapter
+
+            def race(_method: str, _url: str) -> None:
+                adapter.before_write = None
+                self.cycle(label)
+
+            adapter.before_write = race
+
         def kill_during_cycle(self, data: st.DataObject) -> None:
             """A host's agent dies at its k-th write of a cycle (the write sent or not), and
             starts again from the state directory as the kill left it."""
@@ -314,6 +368,7 @@ def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per no
             drawing from a list, not a rule each: hypothesis's swarm testing would leave whole
             runs without nova or without cycles)."""
             out = ["agent_cycle", "agent_cycle", "fail_next_request", "kill_during_cycle"]
+            out += ["cycle_inside_next_nova_write"]
             out += ["nova", "nova", "nova"] if self.applicable() else []
             out += ["delete_out_of_band"] if _ready("active", up=False)(self) else []
             return [*out, "settle"]
@@ -330,6 +385,7 @@ def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per no
 
         def settle(self) -> None:
             """Faults stop; one cycle on each running host; Placement is nova's intent."""
+            self.c.nova.adapter.before_write = None
             for host in self.c.hosts.values():
                 host.disarm()
             for label in ("A", "B"):

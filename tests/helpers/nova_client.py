@@ -11,7 +11,9 @@ How nova is installed and run: ``pip install nova==34.0.0`` into the test enviro
 and ``nova.compute.resource_tracker`` does not monkey-patch anything (nova's eventlet
 patching runs only from its service entry points, ``nova.monkey_patch``), adds no logging
 handler and leaves the root logger's level alone; it registers nova's options on oslo.config's
-global ``cfg.CONF``, which the agent never uses (it builds its own ``ConfigOpts``). The only
+global ``cfg.CONF``, which the agent never uses (it builds its own ``ConfigOpts``).
+Importing eventlet (through oslo.service and futurist) registers an at-fork hook that
+only emits a ``DeprecationWarning`` when the process forks. The only
 global this module changes is nova's report-client singleton, and only for the duration of
 one conductor call (:meth:`Nova.start_move`).
 
@@ -27,6 +29,7 @@ is recorded in :attr:`Nova.refused`, since some of nova's callers ignore a faile
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from unittest import mock
@@ -37,7 +40,9 @@ from nova import context as nova_context
 from nova import objects
 from nova.compute import manager as compute_manager
 from nova.compute import resource_tracker as nova_rt
+from nova.conductor.tasks import live_migrate
 from nova.conductor.tasks import migrate as conductor_migrate
+from nova.scheduler import request_filter
 from nova.scheduler import utils as scheduler_utils
 from nova.scheduler.client import report
 
@@ -71,13 +76,18 @@ class Flavor:
 
 
 class _Recording(ks_adapter.Adapter):
-    """An Adapter that notes every answer of 400 or above (``(method, url, status, body)``)."""
+    """An Adapter that notes every answer of 400 or above (``(method, url, status, body)``),
+    and runs ``before_write`` (when set) just before each write it sends: after nova's reads
+    of the consumers' generations, before the write that carries them."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.refused: list[tuple[str, str, int, str]] = []
+        self.before_write: Callable[[str, str], None] | None = None
 
     def request(self, url: str, method: str, **kwargs: Any) -> Any:
+        if self.before_write is not None and method in ("PUT", "POST", "DELETE"):
+            self.before_write(method, url)
         resp = super().request(url, method, **kwargs)
         if resp.status_code >= 400:
             self.refused.append((method, url, resp.status_code, resp.text))
@@ -127,17 +137,24 @@ class Nova:
             raise KeyError(f"no resource provider named {nodename!r} in Placement")
         return found[0]["uuid"]
 
-    def schedule(self, instance: str, flavor: Flavor, nodename: str) -> None:
+    def schedule(
+        self, instance: str, flavor: Flavor, nodename: str, project_id: str | None = None
+    ) -> None:
         """The scheduler places ``instance`` on ``nodename``: boot, unshelve, the destination
         of a resize, a migration or an evacuation.
 
-        nova: ``SchedulerManager._schedule`` asks ``get_allocation_candidates`` (microversion
-        1.36) for the request spec's ``ResourceRequest.from_request_spec``, restricted to the
+        nova: ``SchedulerManager.select_destinations`` runs the request filters
+        (``request_filter.process_reqspec``: here ``compute_status_filter`` and
+        ``owner_nova_filter``), asks ``get_allocation_candidates`` (microversion 1.36)
+        for the request spec's ``ResourceRequest.from_request_spec``, restricted to the
         requested destination's tree (``resources_from_request_spec`` sets ``in_tree``,
         nova/scheduler/utils.py), and claims the first candidate with
         ``scheduler.utils.claim_resources`` (consumer generation None: a new consumer;
         ``SchedulerReportClient.claim_resources`` doubles up an evacuated instance's
         existing allocation with the GET's generation).
+
+        Args:
+            project_id: the instance's project (default: this nova's ``project_id``).
 
         Raises:
             NovaCallFailed: no candidate, or the claim answered false.
@@ -145,10 +162,16 @@ class Nova:
         spec = objects.RequestSpec(
             flavor=flavor.nova(),
             image=objects.ImageMeta(properties=objects.ImageMetaProps()),
-            project_id=self.project_id,
+            project_id=project_id or self.project_id,
             user_id=self.user_id,
             is_bfv=False,
         )
+        # Two of nova's request filters (process_reqspec) bear on the agent's trees: disabled
+        # computes are forbidden, and, once every compute is new enough, the root must carry
+        # OWNER_NOVA (the version check reads the cell databases: taken as passed here).
+        request_filter.compute_status_filter(self.context, spec)
+        with mock.patch.object(request_filter, "_should_filter_by_owner", return_value=True):
+            request_filter.owner_nova_filter(self.context, spec)
         request = scheduler_utils.ResourceRequest.from_request_spec(spec)
         request.get_request_group(None).in_tree = self.root(nodename)
         candidates, _summaries, version = self.client.get_allocation_candidates(
@@ -185,6 +208,36 @@ class Nova:
             )
         _check(source_cn and held, f"replace_allocation_with_migration({instance}, {migration})")
 
+    def unclaim(self, instance: str, nodename: str) -> None:
+        """The conductor drops the instance's claim on a destination that failed its checks
+        (live migration's pre-checks, before trying another host).
+
+        nova: ``LiveMigrationTask._remove_host_allocations`` (nova/conductor/tasks/
+        live_migrate.py): ``remove_provider_tree_from_instance_allocation`` of that node.
+        """
+        task = types.SimpleNamespace(
+            report_client=self.client,
+            context=self.context,
+            instance=objects.Instance(uuid=instance),
+        )
+        live_migrate.LiveMigrationTask._remove_host_allocations(task, self.root(nodename))
+
+    def abort_move(self, instance: str, migration: str, source: str) -> None:
+        """The conductor's move task fails before the compute hosts are involved (no valid
+        destination): the migration record's allocation goes back to the instance.
+
+        nova: ``LiveMigrationTask.rollback`` and ``MigrationTask.rollback`` call
+        ``revert_allocation_for_migration`` (nova/conductor/tasks/migrate.py):
+        ``move_allocations(ctx, migration.uuid, instance.uuid)`` through the report-client
+        singleton (this client for the call).
+        """
+        node = objects.ComputeNode(uuid=self.root(source), host=source, hypervisor_hostname=source)
+        inst = objects.Instance(uuid=instance, host=source, node=source)
+        with mock.patch.object(report, "PLACEMENTCLIENT", self.client):
+            conductor_migrate.revert_allocation_for_migration(
+                self.context, node, inst, _migration(migration)
+            )
+
     def confirm(self, instance: str, migration: str) -> None:
         """Confirm a resize or cold migration, or finish a live migration: the migration
         record's allocation on the source is deleted.
@@ -216,9 +269,13 @@ class Nova:
         """The evacuated source's compute service is back and has destroyed the domain: the
         instance's allocation on the source tree is removed.
 
-        nova: ``ResourceTracker.delete_allocation_for_evacuated_instance``
-        (nova/compute/resource_tracker.py, from ``ComputeManager._destroy_evacuated_instances``
-        at ``init_host``): ``remove_provider_tree_from_instance_allocation``.
+        nova: ``ComputeManager._destroy_evacuated_instances`` (nova/compute/manager.py, from
+        ``init_host``) calls ``remove_provider_tree_from_instance_allocation(ctx,
+        instance.uuid, <source node's provider UUID>)``; it is run here through
+        ``ResourceTracker.delete_allocation_for_evacuated_instance``
+        (nova/compute/resource_tracker.py, which ``rebuild_instance`` uses on a failed
+        rebuild), the same call on the node named, without the migration records
+        ``_destroy_evacuated_instances`` reads from the cell database.
         """
         tracker = types.SimpleNamespace(
             reportclient=self.client,

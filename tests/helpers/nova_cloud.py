@@ -44,14 +44,14 @@ class Host:
     Attributes:
         nodename: the node's (and its compute node provider's) name.
         host_path: the fake host file; ``conf``, ``driver``, ``report``, ``tracker`` the agent.
-        domains: ``{instance UUID: flavor}`` of the domains defined on the host now.
+        domains: ``{instance UUID: (flavor, project)}`` of the domains defined on the host now.
     """
 
     def __init__(self, workdir: Path, placement: Any, label: str, **groups: Any) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.label = label
         self.nodename = unique(f"nova-{label.lower()}")
-        self.domains: dict[str, Flavor] = {}
+        self.domains: dict[str, tuple[Flavor, str]] = {}
         self.host_path = workdir / "host.yaml"
         self.state_path = workdir / "state"
         self._write()
@@ -70,6 +70,7 @@ class Host:
             self.conf, self.driver, self.report, self.state, clock=lambda: self.now
         )
         self.driver.subscribe(self.tracker.handle_event)
+        self.fresh = True
 
     def restart_from(self, snapshot: Path) -> None:
         """The agent was killed (:func:`tests.helpers.faults.kill_at`): its state directory
@@ -94,7 +95,7 @@ class Host:
                 "instances": [
                     {
                         "uuid": uuid,
-                        "project_id": PROJECT,
+                        "project_id": project,
                         "user_id": USER,
                         "flavor": {
                             "vcpus": f.vcpus,
@@ -102,7 +103,7 @@ class Host:
                             "root_gb": f.root_gb,
                         },
                     }
-                    for uuid, f in self.domains.items()
+                    for uuid, (f, project) in self.domains.items()
                 ],
             }
         )
@@ -110,9 +111,10 @@ class Host:
     def _write(self) -> None:
         self.description().write(self.host_path)
 
-    def define(self, instance: str, flavor: Flavor) -> None:
-        """The hypervisor defines (or redefines with ``flavor``) the instance's domain."""
-        self.domains[instance] = flavor
+    def define(self, instance: str, flavor: Flavor, project: str = PROJECT) -> None:
+        """The hypervisor defines (or redefines with ``flavor``) the instance's domain
+        (owned by ``project`` and :data:`USER`)."""
+        self.domains[instance] = (flavor, project)
         self._write()
         self.driver.reload()
 
@@ -122,9 +124,11 @@ class Host:
         self._write()
         self.driver.reload()
 
-    def cycle(self, startup: bool = False) -> Any:
-        """One periodic cycle of this host's agent (``update_available_resource``)."""
+    def cycle(self) -> Any:
+        """One periodic cycle of this host's agent (``update_available_resource``): the
+        start-up one when it is the first since the agent (re)started."""
         self.now += 60.0
+        startup, self.fresh = self.fresh, False
         return self.tracker.update_available_resource(startup)
 
 
@@ -144,7 +148,7 @@ class Cloud:
             label: Host(workdir / label, placement, label, **groups) for label in ("A", "B")
         }
         for host in self.hosts.values():
-            host.cycle(startup=True)
+            host.cycle()
         self.nova = Nova(self.base, PROJECT, USER)
         self.touched: list[tuple[str, str, int | None, int | None]] = []
 
