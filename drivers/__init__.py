@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from agent.model.exceptions import ConfigError
+from drivers.errors import ConfigError
 
 if TYPE_CHECKING:
     from oslo_config import cfg

@@ -18,7 +18,6 @@ from typing import Any
 from oslo_config import cfg
 
 from agent.model.allocations import ByProvider, ConsumerAllocations
-from agent.model.exceptions import ConfigError
 from agent.model.provider_tree import ProviderTree
 from agent.shape import update
 from agent.shape.layout import desired_providers
@@ -26,6 +25,7 @@ from agent.shape.planning import plan_allocations
 from agent.shape.policy import LayoutPolicy, policy_from_conf
 from agent.shape.reshape import PlacedBy
 from drivers.device_views import offered_device_views
+from drivers.errors import ConfigError
 from drivers.events import EventEmitter, Watch
 from drivers.records import (
     DeviceView,

@@ -17,8 +17,8 @@ from typing import Any
 
 from oslo_config import cfg
 
-from agent.model.exceptions import ConfigError, HostDescriptionError
 from drivers.base import ComputeDriver
+from drivers.errors import ConfigError, HostDescriptionError
 from drivers.events import (
     DevicesChanged,
     DriverEvent,

@@ -1,4 +1,4 @@
-"""Errors raised by the agent core.
+"""Errors raised by the agent core (and, re-exported, those of :mod:`drivers.errors`).
 
 Every error carries a message that names the thing at fault and, where there
 is one, the way out, because operators read these in journald with nothing
@@ -7,16 +7,10 @@ else to go on.
 
 from __future__ import annotations
 
-
-class AgentError(Exception):
-    """Base class of every error the agent raises on purpose."""
-
-
-class ConfigError(AgentError):
-    """A configuration option has a value the agent cannot use.
-
-    The message names the option as ``[group] name`` and the fix.
-    """
+# Defined with the drivers, which import nothing of the agent; every layer's own.
+from drivers.errors import AgentError as AgentError
+from drivers.errors import ConfigError as ConfigError
+from drivers.errors import HostDescriptionError as HostDescriptionError
 
 
 class InvalidInventory(AgentError, ValueError):
@@ -71,21 +65,6 @@ class ProviderNotFound(AgentError, KeyError):
 
 class ProviderConflict(AgentError, ValueError):
     """A provider with that name or UUID is already in the tree."""
-
-
-class HostDescriptionError(AgentError):
-    """A host description is malformed: a fake host file, or a sysfs tree.
-
-    The message is one line: the file, the place in it (``nodes[0].gpus[1]``)
-    and what is wrong. The commands exit 2 on it (bad input).
-    """
-
-    def __init__(self, path: str, where: str, reason: str) -> None:
-        self.path = path
-        self.where = where
-        self.reason = reason
-        place = f" at {where}" if where else ""
-        super().__init__(f"{path}{place}: {reason}")
 
 
 class ReshapeNeeded(AgentError):

@@ -173,13 +173,13 @@ class TargetedUpdates:
         result = AuditResult()
         touched: set[str] = set()
         try:
-            refused = self.audit.write_missing(view, new, keep, result, touched)
+            refused = self.audit.listed.write_missing(view, new, keep, result, touched)
         except Exception as exc:  # Placement refused otherwise than with a 4xx
             for uuid in new:
                 _failed(uuid, exc, outcome)
             refused = []
         for uuid in sorted(set(plans) - set(new)) + refused:
-            self.audit.settle_one(
+            self.audit.listed.settle_one(
                 view, uuid, plans[uuid], keep, result, rewrite=self.audit.rules.rewrite_drift
             )
         self.audit.removals.remove_gone(view, result, only=vanished)

@@ -18,7 +18,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from agent.model.exceptions import HostDescriptionError
+from drivers.errors import HostDescriptionError
 from drivers.fake_host.nodes import FakeNode, read_node
 from drivers.fake_host.schema import SCHEMA
 

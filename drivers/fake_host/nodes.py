@@ -16,7 +16,7 @@ from functools import partial
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-from agent.model.exceptions import HostDescriptionError
+from drivers.errors import HostDescriptionError
 from drivers.records import (
     Flavor,
     Gpu,

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.model.exceptions import ConfigError
+from drivers.errors import ConfigError
 from drivers.host.cpu import CPUINFO, cpuinfo_essentials
 from drivers.host.discovery import Discovery, discover_host
 from drivers.host.disk import MOUNTS, mounts_essentials

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import os_traits
 
-from agent.model.exceptions import ConfigError
+from drivers.errors import ConfigError
 from drivers.host.arch import arch_traits
 from drivers.host.cpuset import format_cpu_set, parse_cpulist
 from drivers.host.sysfs import Root, SysfsError, SysfsReader, as_reader

@@ -28,8 +28,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from agent.model.exceptions import ConfigError
-from agent.model.names import resource_class_name, trait_name
+from drivers.errors import ConfigError
 from drivers.host.pci import PciFunction
 
 _ID_RE = re.compile(r"^(\*|[0-9a-fA-F]{1,4})$")
@@ -219,8 +218,9 @@ def _one(obj: object, text: str) -> DeviceSpec:
         address=parse_address(obj["address"]) if "address" in obj else None,
         devname=_string(obj, "devname"),
         physical_network=_string(obj, "physical_network"),
-        resource_class=resource_class_name(rc) if rc else None,
-        traits=frozenset(trait_name(t) for t in traits_raw),
+        # Names as the operator wrote them: agent/shape/pci.py makes them Placement's.
+        resource_class=rc or None,
+        traits=frozenset(traits_raw),
         trusted=_bool_tag(obj, "trusted"),
     )
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from oslo_config import cfg
 
-from agent.model.exceptions import ConfigError
+from drivers.errors import ConfigError
 from drivers.host.cpu import check_cpu_sets
 from drivers.host.cpuset import parse_cpu_spec
 from drivers.host.device_spec import DeviceSpec, parse_device_specs

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from agent.model.exceptions import HostDescriptionError
+from drivers.errors import HostDescriptionError
 
 LOG = logging.getLogger("drivers.host")
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from agent.model.exceptions import ConfigError
+from drivers.errors import ConfigError
 
 if TYPE_CHECKING:
     from drivers.libvirt.driver import LibvirtDriver

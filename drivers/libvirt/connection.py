@@ -34,7 +34,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from agent.model.exceptions import AgentError
+from drivers.errors import AgentError
 
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")

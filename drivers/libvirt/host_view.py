@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import libvirt
 from oslo_config import cfg
 
-from agent.model.exceptions import ConfigError
+from drivers.errors import ConfigError
 from drivers.host.cpu import split_cpus
 from drivers.host.disk import discover_disk
 from drivers.host.passthrough import discover_passthrough

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import libvirt
 from oslo_config import cfg
 
-from agent.model.exceptions import ConfigError
+from drivers.errors import ConfigError
 from drivers.libvirt.connection import (
     LibvirtCallError,
     LibvirtConnection,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from agent.model.exceptions import AgentError
+from drivers.errors import AgentError
 
 
 class LibvirtXMLError(AgentError):

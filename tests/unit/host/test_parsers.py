@@ -85,8 +85,9 @@ def test_device_spec_parse_and_match():
         '"resource_class": "nic-pf", "traits": "fast,HW_NIC_SRIOV"}'
     )
     assert spec.matches(fn()) and not spec.matches(fn(vendor="15b3"))
-    assert spec.resource_class == "CUSTOM_NIC_PF"
-    assert spec.traits == {"CUSTOM_FAST", "HW_NIC_SRIOV"}
+    # As written: the layout makes them Placement's names (agent/shape/pci.py).
+    assert spec.resource_class == "nic-pf"
+    assert spec.traits == {"fast", "HW_NIC_SRIOV"}
     a, b = parse_device_spec('[{"devname": "ens1f0"}, {"vendor_id": "15B3"}]')
     assert a.matches(fn(netdevs=("ens1f0",))) and not a.matches(fn())
     assert b.matches(fn(vendor="15b3"))

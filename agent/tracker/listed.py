@@ -1,0 +1,253 @@
+"""The rules for the instances the driver lists: heal what is missing, report drift,
+write nothing for what nova is moving (docs/service.md, "Allocation audit").
+
+*instance here*: a missing allocation is written, many per ``POST
+/allocations`` with a null consumer generation (Placement refuses it for any
+consumer it knows, so nothing is replaced blindly), a refused batch one by
+one by a read-edit-write that keeps every part on providers that are not
+the agent's; parts of the plan it holds nothing of are added; an allocation
+that differs otherwise is drift, rewritten only with ``[compute]
+rewrite_differing_allocations``. *moving* (:mod:`agent.tracker.evidence`):
+nothing is written. The targeted updates of events use the same rules
+(:mod:`agent.tracker.targeted`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+
+from agent.model.allocations import ByProvider, ConsumerAllocations, merge_ours
+from agent.placement.errors import PlacementError
+from agent.placement.report import ReportClient
+from agent.tracker import evidence
+from agent.tracker.audit_read import AuditView
+from agent.tracker.audit_result import AuditResult, AuditRules, failed
+from agent.tracker.consumer_record import State
+from agent.tracker.removal import ours_of
+
+LOG = logging.getLogger(__name__)
+
+
+class ListedInstances:
+    """Applies the rules of the module docstring to the instances of one audit.
+
+    Args:
+        report: the Placement façade.
+        rules: the operator's choices.
+        checkpoint: saves a view's record when it changed (after each batch of writes).
+    """
+
+    def __init__(
+        self,
+        report: ReportClient,
+        rules: AuditRules,
+        checkpoint: Callable[[AuditView], None],
+    ) -> None:
+        self.report = report
+        self.rules = rules
+        self.checkpoint = checkpoint
+
+    def audit(
+        self,
+        view: AuditView,
+        expected: Mapping[str, ConsumerAllocations],
+        present: set[str],
+        keep: set[str] | frozenset[str],
+        result: AuditResult,
+    ) -> set[str]:
+        """Listed instances: heal the missing, report drift, leave the moving alone."""
+        record = view.record
+        held = view.held
+        touched: set[str] = set()
+        new: dict[str, ConsumerAllocations] = {}
+        one_by_one: list[str] = []
+        for consumer in sorted(present):
+            want = expected.get(consumer)
+            if held.get(consumer) or consumer in record.shared:
+                touched |= self._here(view, consumer, want, held.get(consumer, {}), keep, result)
+            elif want is None or not want.allocations:
+                record.in_step(consumer)
+                record.status(consumer, State.HERE, "listed; uses nothing here")
+            elif consumer in record.moving:
+                one_by_one.append(consumer)  # read alone: still moving?
+            else:
+                new[consumer] = want
+        for consumer, why in self._pending_moves(
+            view, present, {**new, **{c: expected[c] for c in one_by_one}}
+        ).items():
+            new.pop(consumer, None)
+            if consumer in one_by_one:
+                one_by_one.remove(consumer)
+            if consumer not in record.moving:
+                LOG.info("instance %s: moving; nothing written (%s)", consumer, why)
+            record.is_moving(consumer, why)
+            result.moving.append(consumer)
+        refused = self.write_missing(view, new, keep, result, touched)
+        for consumer in one_by_one + refused:
+            touched |= self.settle_one(view, consumer, expected[consumer], keep, result)
+        self.checkpoint(view)
+        return touched
+
+    def _pending_moves(
+        self,
+        view: AuditView,
+        present: set[str],
+        missing: Mapping[str, ConsumerAllocations],
+    ) -> dict[str, str]:
+        """Instances holding nothing here whose share here nova holds on a migration record.
+
+        Between the conductor's ``replace_allocation_with_migration`` and the
+        scheduler's claim on the destination (and when a destination fails
+        its checks), the instance's consumer holds nothing anywhere while a
+        consumer without type, of the instance's project and user, holds
+        exactly its share here: healing it would make nova's claim merge
+        the source share into the destination's (``claim_resources``). One
+        ``GET /allocations/{consumer}`` per consumer whose amounts match.
+
+        Returns:
+            ``{instance: why}`` for those found (they are *moving*).
+        """
+        others = {
+            c: parts
+            for c, parts in view.held.items()
+            if c not in present and c not in view.record.claims
+        }
+        found: dict[str, str] = {}
+        owners: dict[str, ConsumerAllocations] = {}
+        for consumer, want in sorted(missing.items()):
+            share = want.on(view.owned)
+            for other in sorted(c for c, parts in others.items() if parts == share):
+                if other not in owners:
+                    owners[other] = self.report.get_allocations(other)
+                why = evidence.holds_its_share(owners[other], want, other)
+                if why:
+                    found[consumer] = why
+                    del others[other]
+                    break
+        return found
+
+    def _here(
+        self,
+        view: AuditView,
+        consumer: str,
+        want: ConsumerAllocations | None,
+        have: ByProvider,
+        keep: set[str] | frozenset[str],
+        result: AuditResult,
+    ) -> set[str]:
+        """An instance that holds something here: in step, or drift (module docstring)."""
+        record = view.record
+        want = want or ConsumerAllocations()
+        managed = view.owned - set(keep)
+        want_here = {**want.on(managed), **want.without(view.owned)}
+        have_here = {rp: a for rp, a in have.items() if rp in managed}
+        have_here.update(record.shared.get(consumer, {}))
+        line = evidence.drift_line(want_here, have_here)
+        if not line:
+            record.in_step(consumer)
+            record.status(consumer, State.HERE, "listed; Placement holds its plan")
+            return set()
+        if evidence.only_missing(want_here, have_here):
+            # Parts of the plan it holds nothing of (a device's, the sharing
+            # provider's): added, nothing it holds is changed.
+            return self.settle_one(view, consumer, want, keep, result, rewrite=False, add=True)
+        if not self.rules.rewrite_drift:
+            if record.drifted(consumer, line):
+                LOG.warning("instance %s: allocation differs from the plan: %s", consumer, line)
+            result.drift.append(consumer)
+            record.status(consumer, State.HERE, "listed; allocation differs (drift)", line)
+            return set()
+        return self.settle_one(view, consumer, want, keep, result, rewrite=True)
+
+    def settle_one(
+        self,
+        view: AuditView,
+        consumer: str,
+        want: ConsumerAllocations,
+        keep: Iterable[str],
+        result: AuditResult,
+        rewrite: bool = False,
+        add: bool = False,
+    ) -> set[str]:
+        """Read one listed instance's consumer and write its plan if that is the rule.
+
+        One read-edit-write (:meth:`ReportClient.edit_allocations`): *moving*
+        writes nothing; holding nothing here (or nowhere) is healed by the
+        merging write; holding something here that differs is drift, written
+        only when ``rewrite``, or with ``add`` when what it holds here is all
+        in the plan (the missing parts are added).
+
+        Returns:
+            The providers touched (empty when nothing was written).
+        """
+        record = view.record
+        decided: list[str] = []
+        sent: list[ConsumerAllocations] = []
+        managed = view.owned - set(keep)
+
+        def edit(held: ConsumerAllocations) -> ConsumerAllocations | None:
+            decided[:] = [evidence.moving_reason(held, view.tree, view.owned)]
+            have = {**held.on(managed), **held.on(set(want.without(view.owned)))}
+            missing_only = add and evidence.only_missing(want.on(set(have) | want.providers), have)
+            if decided[0] or (have and not rewrite and not missing_only):
+                sent.clear()
+                return None
+            ours = ours_of(view, consumer)
+            sent[:] = [merge_ours(held, want, ours, keep, produces=view.produces)]
+            return sent[0]
+
+        try:
+            wrote = self.report.edit_allocations(consumer, edit)
+        except PlacementError as exc:
+            failed(f"instance {consumer}: allocation not written", exc, result)
+            return set()
+        if decided and decided[0]:
+            if consumer not in record.moving:
+                LOG.info("instance %s: moving; nothing written (%s)", consumer, decided[0])
+            record.is_moving(consumer, decided[0])
+            result.moving.append(consumer)
+            return set()
+        if not wrote or not sent:
+            record.in_step(consumer)
+            record.status(consumer, State.HERE, "listed; Placement already holds it here")
+            return set()
+        record.written(consumer, want.without(view.owned))
+        record.in_step(consumer)
+        record.status(consumer, State.HERE, "listed; allocation written")
+        result.written.append(consumer)
+        view.own.put(consumer, sent[0].allocations)
+        LOG.info("instance %s: allocation written (%s)", consumer, want.on(view.owned))
+        self.checkpoint(view)
+        return set(want.providers) | set(view.held.get(consumer, {}))
+
+    def write_missing(
+        self,
+        view: AuditView,
+        new: Mapping[str, ConsumerAllocations],
+        keep: set[str] | frozenset[str],
+        result: AuditResult,
+        touched: set[str],
+    ) -> list[str]:
+        """Write consumers that hold nothing here in batches; returns those refused.
+
+        A batch Placement refuses with any 4xx (one of them exists after all:
+        a moving instance, an empty consumer; one does not fit; a provider is
+        gone) is left for :meth:`settle_one`, consumer by consumer.
+        """
+        if not new:
+            return []
+        kept = set(keep)
+        wanted = {c: w.with_allocations(w.on(w.providers - kept)) for c, w in new.items()}
+        batches, refused = self.report.write_new_allocations(wanted)
+        for batch in batches:
+            view.own.posted({c: wanted[c].allocations for c in batch})
+            for consumer in batch:
+                want = wanted[consumer]
+                view.record.written(consumer, want.without(view.owned))
+                view.record.status(consumer, State.HERE, "listed; missing allocation written")
+                result.written.append(consumer)
+                touched |= want.providers
+            LOG.info("%d instance(s): allocations written together", len(batch))
+            self.checkpoint(view)
+        return sorted(refused)
