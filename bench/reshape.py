@@ -42,6 +42,7 @@ from agent.conf import config as agent_config
 from agent.placement.client import PlacementClient
 from agent.placement.embedded import NOAUTH_HEADERS, placement_app
 from agent.placement.report import ReportClient
+from agent.shape.adapter import adapt
 from agent.state.store import StateStore
 from agent.tracker.reshape import reshape_node
 from drivers.fake import FakeDriver
@@ -135,9 +136,9 @@ def setup(client: PlacementClient, tmp: Path, name: str, consumers: int) -> None
     report = ReportClient(client, StateStore(tmp / "state"))
     flat = driver(tmp, name, numa=False, consumers=consumers)
     tree = report.get_provider_tree_and_ensure_root(name)
-    flat.update_provider_tree(tree, name)
+    adapt(flat, flat.conf).update_provider_tree(tree, name)
     report.update_from_provider_tree(tree)
-    expected = flat.expected_allocations(tree, name)
+    expected = adapt(flat, flat.conf).expected_allocations(tree, name)
     client.post(
         "/allocations",
         json={c: rec.to_placement() for c, rec in expected.items()},
@@ -158,7 +159,7 @@ def run_size(tmp: Path, clock: Clock, consumers: int) -> None:
     clock.app = clock.client = 0.0
     clock.by_method.clear()
     start = time.perf_counter()
-    outcome = reshape_node(report, numa, name)
+    outcome = reshape_node(report, adapt(numa), name)
     total = time.perf_counter() - start
     assert outcome.reshaped and len(outcome.allocations_after) == consumers, outcome
 

@@ -23,6 +23,7 @@ from agent.placement.embedded import EmbeddedPlacement, check_embedded_database
 from agent.placement.options import is_embedded
 from agent.placement.report import ReportClient
 from agent.placement.session import client_from_conf
+from agent.shape.adapter import adapt
 from agent.state.store import StateStore
 from agent.tracker.cycle import ResourceTracker
 from drivers.base import ComputeDriver
@@ -86,7 +87,7 @@ def prepare(
             cannot serve the embedded Placement's database.
     """
     driver = driver_factory(conf)
-    driver.check_host_config()
+    adapt(driver, conf).check_host_config()
     remote = None if is_embedded(conf) else client_from_conf(conf)
     if remote is None:
         check_embedded_database(conf.state_path)

@@ -26,10 +26,8 @@ from agent.model.allocations import ConsumerAllocations, merge_ours
 from agent.model.exceptions import CapacityExceeded
 from agent.model.provider_tree import ProviderTree
 from agent.placement.report import ReportClient
-from agent.shape.planning import plan_allocations, planned_classes
 from agent.tracker.audit import AllocationAudit
-from agent.tracker.sharing import SharingProviders
-from drivers.base import ComputeDriver
+from agent.tracker.node_view import NodeViews
 from drivers.records import Instance
 
 LOG = logging.getLogger(__name__)
@@ -39,26 +37,15 @@ class InstanceClaims:
     """Claims and gives back instances' allocations on this host's nodes.
 
     Args:
-        driver: the compute driver (lays out the node, lists its instances).
+        views: the tracker's node views (lay out the node, list its instances).
         report: the Placement façade.
         audit: the allocation audit (its record learns of claimed instances).
-        sharing: finds a node's shared-storage provider.
-        owner_trait: ``[compute] owner_trait``.
     """
 
-    def __init__(
-        self,
-        driver: ComputeDriver,
-        report: ReportClient,
-        audit: AllocationAudit,
-        sharing: SharingProviders,
-        owner_trait: str,
-    ) -> None:
-        self.driver = driver
+    def __init__(self, views: NodeViews, report: ReportClient, audit: AllocationAudit) -> None:
+        self.views = views
         self.report = report
         self.audit = audit
-        self.sharing = sharing
-        self.owner_trait = owner_trait
 
     def claim(self, nodename: str, instance: Instance) -> ConsumerAllocations:
         """Check that ``instance`` fits node ``nodename`` and write its allocation.
@@ -72,19 +59,12 @@ class InstanceClaims:
                 (requested, used, capacity).
             PlacementError: Placement refused the allocation.
         """
-        tree = self.report.get_provider_tree_and_ensure_root(nodename)
-        self.driver.update_provider_tree(tree, nodename)
-        host = self.driver.laid_out_resources(nodename)
-        owned = ownership.owned(tree, nodename, self.owner_trait)
-        sharing = self.sharing.lookup(tree, nodename)
+        view = self.views.look(nodename, retain=False)
+        tree, owned = view.tree, view.owned
         # Planned with the node's other instances where Placement holds them,
         # so the new one lands where the audit would put it and moves no one.
-        plan = plan_allocations(
-            [*self.driver.list_instances(nodename), instance],
-            host,
-            tree,
-            self.driver.policy,
-            sharing,
+        plan = view.plan(
+            [*self.views.adapter.list_instances(nodename), instance],
             self.audit.record(nodename).by_consumer(owned),
         ).get(instance.uuid)
         if plan is None:
@@ -94,7 +74,7 @@ class InstanceClaims:
         shared = plan.without(owned)
         # Recorded before the write is sent: a failure after it leaks nothing.
         self.audit.claimed(nodename, instance.uuid, shared)
-        self._write(instance.uuid, plan, owned | set(shared), produces=planned_classes(tree, owned))
+        self._write(instance.uuid, plan, owned | set(shared), produces=view.produces)
         LOG.info("instance %s: claimed %s on %s", instance.uuid, plan.allocations, nodename)
         return plan
 
@@ -155,6 +135,6 @@ class InstanceClaims:
         """
         tree = self.report.get_provider_tree_and_ensure_root(nodename)
         shared = self.audit.claim_given_back(nodename, instance.uuid)
-        owned = ownership.owned(tree, nodename, self.owner_trait)
+        owned = ownership.owned(tree, nodename, self.views.owner_trait)
         self.report.remove_allocations_from(instance.uuid, owned | shared)
         LOG.info("instance %s: claim on %s given back", instance.uuid, nodename)

@@ -2,17 +2,16 @@
 
 For every nodename the driver reports (DESIGN.md, "Data flow"):
 
-1. read the tree Placement holds (``ReportClient.get_provider_tree_and_ensure_root``);
-2. let the driver edit it (``update_provider_tree``); at start-up a
-   ``ReshapeNeeded`` runs the reshape flow of reshape-provider-tree.txt
-   (:func:`agent.tracker.reshape.reshape_node`: allocations read, driver called again
-   with them, one ``POST /reshaper``); outside start-up it is fatal;
-3. keep the providers of hardware that is gone while instances still hold
-   allocations on it, with ``reserved = total`` (nothing is deleted from
-   under an instance; :mod:`agent.tracker.retained`);
-4. write what differs (``update_from_provider_tree``);
-5. audit the instances' allocations (read by :mod:`agent.tracker.audit_read`,
-   written by :mod:`agent.tracker.audit`).
+1. the node view (:class:`agent.tracker.node_view.NodeViews`): the tree
+   Placement holds read once, the driver's facts discovered once and laid
+   out by the spec's ``update_provider_tree`` (at start-up a
+   ``ReshapeNeeded`` runs the reshape flow of reshape-provider-tree.txt,
+   :func:`agent.tracker.reshape.reshape_node`; outside start-up it is
+   fatal), gone hardware still in use kept with ``reserved = total``
+   (:mod:`agent.tracker.retained`), what is owned and shared;
+2. write what differs (``update_from_provider_tree``);
+3. audit the instances' allocations (read by :mod:`agent.tracker.audit_read`,
+   each consumer's state and rule by :mod:`agent.tracker.audit`).
 
 Nodes are independent: each has its own lock, held only while that node is
 worked on, and one node failing does not stop the others. Claims
@@ -31,19 +30,19 @@ from collections.abc import Callable
 
 from oslo_config import cfg
 
-from agent.model import ownership
 from agent.model.allocations import ConsumerAllocations
 from agent.model.exceptions import AgentError, ReshapeFailed, ReshapeNeeded
 from agent.placement.pool import Pool
 from agent.placement.report import ReportClient
-from agent.shape.planning import cpu_memory_providers, planned_classes
+from agent.shape.adapter import DriverAdapter
+from agent.shape.policy import policy_from_conf
 from agent.state.store import StateStore
 from agent.tracker import audit_read
 from agent.tracker.audit import AllocationAudit
 from agent.tracker.audit_result import AuditRules
 from agent.tracker.claims import InstanceClaims
+from agent.tracker.node_view import NodeViews
 from agent.tracker.outcome import CycleOutcome, NodeOutcome
-from agent.tracker.retained import retain_gone_hardware
 from agent.tracker.sharing import SharingProviders
 from agent.tracker.targeted import EventBatch, TargetedOutcome, TargetedUpdates
 from drivers.base import ComputeDriver
@@ -83,20 +82,17 @@ class ResourceTracker:
             rewrite_drift=conf.compute.rewrite_differing_allocations,
         )
         self.audit = AllocationAudit(report, state, rules, clock)
-        self.sharing = SharingProviders(driver, report)
-        self.claims = InstanceClaims(
-            driver, report, self.audit, self.sharing, conf.compute.owner_trait
+        # The driver's facts under the spec's calls, and one view of a node for all.
+        self.adapter = DriverAdapter(driver, policy_from_conf(conf))
+        self.views = NodeViews(
+            self.adapter, report, SharingProviders(report), conf.compute.owner_trait
         )
+        self.claims = InstanceClaims(self.views, report, self.audit)
         # Independent nodes synced as many at once as requests may be in flight.
         self.nodes = Pool(report.pool.size, name="node")
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
-        # nodename -> providers of gone hardware kept by the last layout (targeted
-        # updates leave their allocations as held, as the audit does).
-        self.retained: dict[str, set[str]] = {}
-        self.targeted = TargetedUpdates(
-            driver, report, self.audit, self.sharing, conf.compute.owner_trait, self.retained
-        )
+        self.targeted = TargetedUpdates(self.views, report, self.audit)
 
     def _lock(self, nodename: str) -> threading.Lock:
         with self._locks_guard:
@@ -126,7 +122,7 @@ class ResourceTracker:
         client.deadline = start + self.conf.cycle_timeout
         try:
             try:
-                nodenames = self.driver.get_nodenames()
+                nodenames = self.adapter.get_nodenames()
             except Exception as exc:  # any driver failure fails this cycle only
                 outcome.error = f"driver {type(self.driver).__name__} could not list nodes: {exc}"
                 LOG.error("%s", outcome.error)
@@ -158,58 +154,33 @@ class ResourceTracker:
         return node
 
     def _sync_node(self, nodename: str, startup: bool, node: NodeOutcome) -> None:
-        tree = self.report.get_provider_tree_and_ensure_root(nodename)
-        before = tree.copy()
-        reshaped = False
-        # One discovery and one tree read, also for a start-up reshape.
-        with self.driver.one_discovery(nodename):
-            try:
-                self.driver.update_provider_tree(tree, nodename)
-            except ReshapeNeeded:
-                if not startup:
-                    raise
-                from agent.tracker.reshape import reshape_node  # the flow is only for start-up
-
-                LOG.warning("node %s: the provider tree changes shape: reshaping", nodename)
-                outcome = reshape_node(self.report, self.driver, nodename, tree=tree)
-                assert outcome.tree is not None  # not a dry run: the tree is there
-                tree = outcome.tree
-                reshaped = outcome.reshaped
-                if reshaped:
-                    before = tree.copy()  # what Placement holds now: the tree just written
-        owner_trait = self.conf.compute.owner_trait
-        keep = retain_gone_hardware(self.report, owner_trait, nodename, before, tree)
-        self.retained[nodename] = keep
-        node.retained = sorted(tree.data(u).name for u in keep)
+        # One tree read and one discovery, also for a start-up reshape.
+        look = self.views.look(nodename, startup=startup)
+        tree = look.tree
+        node.retained = sorted(tree.data(u).name for u in look.keep)
         node.sync = self.report.update_from_provider_tree(tree)
-        node.sync.reshaped = node.sync.reshaped or reshaped
+        node.sync.reshaped = node.sync.reshaped or look.reshaped
         node.problems.extend(node.sync.errors)
         node.providers = len(tree)
 
-        owned = ownership.owned(tree, nodename, owner_trait)
-        sharing = self.sharing.lookup(tree, nodename)
-        cpu_providers = cpu_memory_providers(tree, owned)
-        new = node.sync.new
         view = audit_read.refresh(
             self.report,
             self.state,
             nodename,
-            owned,
-            cpu_providers,
-            sharing,
-            new,
+            look.owned,
+            look.cpu_providers,
+            look.sharing,
+            node.sync.new,
             tree=tree.get_provider_uuids(),
         )
-        view.produces = planned_classes(tree, owned)
-        listed = self.driver.list_instances(nodename)
-        expected = self.driver.expected_allocations(
-            tree, nodename, sharing, held=view.held, instances=listed
-        )
+        view.produces = look.produces
+        listed = self.adapter.list_instances(nodename)
+        expected = look.plan(listed, held=view.held)
         # An instance the driver saw but could not read still runs: not gone.
-        unreadable = self.driver.unreadable_instances(nodename)
+        unreadable = self.adapter.unreadable_instances(nodename)
         present = {i.uuid for i in listed} | unreadable
         owners = {i.uuid: (i.project_id, i.user_id) for i in listed}
-        audit = self.audit.reconcile(view, expected, present, keep, owners, unreadable)
+        audit = self.audit.reconcile(view, expected, present, look.keep, owners, unreadable)
         node.allocations_written = audit.written
         node.allocations_removed = audit.removed
         node.unknown_consumers = audit.unknown
@@ -288,7 +259,7 @@ class ResourceTracker:
         before = client.total_requests()
         client.deadline = time.monotonic() + self.conf.cycle_timeout
         try:
-            known = self.driver.get_nodenames()
+            known = self.adapter.get_nodenames()
             devices = set(known) if None in batch.devices else batch.devices & set(known)
             for nodename in sorted(n for n in devices if n is not None):
                 self._targeted(nodename, outcome, lambda n: self.targeted.devices(n, outcome))

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from agent.model.allocations import ConsumerAllocations
 from agent.model.provider_tree import ProviderTree, default_root_uuid
+from agent.shape.adapter import DriverAdapter
 from agent.state.store import StateStore
-from drivers.base import ComputeDriver
 
 
 @dataclass(slots=True)
@@ -34,7 +34,7 @@ def node_root_uuid(nodename: str, state: StateStore | None) -> str:
     return stored or default_root_uuid(nodename)
 
 
-def discover_node(driver: ComputeDriver, nodename: str, root_uuid: str) -> NodeReport:
+def discover_node(driver: DriverAdapter, nodename: str, root_uuid: str) -> NodeReport:
     """Build one node's tree from scratch and the allocations its instances would hold.
 
     Raises:
@@ -47,7 +47,7 @@ def discover_node(driver: ComputeDriver, nodename: str, root_uuid: str) -> NodeR
     return NodeReport(nodename, tree, driver.expected_allocations(tree, nodename))
 
 
-def discover(driver: ComputeDriver, state: StateStore | None = None) -> list[NodeReport]:
+def discover(driver: DriverAdapter, state: StateStore | None = None) -> list[NodeReport]:
     """Reports for every node of ``driver``, in the driver's order."""
     return [
         discover_node(driver, name, node_root_uuid(name, state)) for name in driver.get_nodenames()

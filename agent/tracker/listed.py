@@ -73,7 +73,7 @@ class ListedInstances:
                 one_by_one.append(consumer)  # read alone: still moving?
             else:
                 new[consumer] = want
-        for consumer, why in self._pending_moves(
+        for consumer, why in self.pending_moves(
             view, present, {**new, **{c: expected[c] for c in one_by_one}}
         ).items():
             new.pop(consumer, None)
@@ -89,7 +89,7 @@ class ListedInstances:
         self.checkpoint(view)
         return touched
 
-    def _pending_moves(
+    def pending_moves(
         self,
         view: AuditView,
         present: set[str],

@@ -9,7 +9,7 @@ and the offline ``compute-agent reshape`` command, with a bounded retry
 when ``POST /reshaper`` meets a generation conflict.
 
 A start-up reshape discovers the node's hardware once (the driver's
-:meth:`~drivers.base.ComputeDriver.one_discovery` holds the records across
+:meth:`~agent.shape.adapter.DriverAdapter.one_discovery` holds the records across
 the spec's two ``update_provider_tree`` calls) and reads the tree once (the
 caller's tree is passed in; only a generation conflict reads it again).
 """
@@ -33,7 +33,7 @@ from agent.shape.reshape import Allocations
 if TYPE_CHECKING:
     from agent.placement.report import ReportClient
     from agent.placement.writer import SyncResult
-    from drivers.base import ComputeDriver
+    from agent.shape.adapter import DriverAdapter
 
 LOG = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ def _fill_changes(
 
 def reshape_node(
     report: ReportClient,
-    driver: ComputeDriver,
+    driver: DriverAdapter,
     nodename: str,
     *,
     attempts: int = 3,
@@ -141,7 +141,7 @@ def reshape_node(
     service allocated meanwhile) re-reads tree and allocations and starts
     again after a short random wait, up to ``attempts`` times
     (:func:`agent.placement.conflicts.retry_on_conflict`). The hardware is
-    discovered once (:meth:`drivers.base.ComputeDriver.one_discovery`).
+    discovered once (:meth:`agent.shape.adapter.DriverAdapter.one_discovery`).
 
     Args:
         report: the report client (its Placement is the one reshaped).
@@ -189,7 +189,7 @@ class _Tries:
     """
 
     report: ReportClient
-    driver: ComputeDriver
+    driver: DriverAdapter
     nodename: str
     dry_run: bool
     tree: ProviderTree | None
@@ -241,7 +241,7 @@ def _read_tree(report: ReportClient, nodename: str, dry_run: bool) -> ProviderTr
 
 def _lay_out(
     report: ReportClient,
-    driver: ComputeDriver,
+    driver: DriverAdapter,
     nodename: str,
     tree: ProviderTree,
     dry_run: bool,

@@ -29,7 +29,7 @@ import logging
 from agent.model.provider_tree import ProviderTree
 from agent.placement.errors import NotFound
 from agent.placement.report import ReportClient
-from drivers.base import ComputeDriver
+from drivers.records import HostResources
 
 LOG = logging.getLogger(__name__)
 
@@ -38,29 +38,27 @@ class SharingProviders:
     """Finds each node's sharing provider by asking Placement (module docstring: cost).
 
     Args:
-        driver: the compute driver (says whether a node's storage is shared).
         report: the Placement façade.
     """
 
-    def __init__(self, driver: ComputeDriver, report: ReportClient) -> None:
-        self.driver = driver
+    def __init__(self, report: ReportClient) -> None:
         self.report = report
         # nodename -> the sharing provider found last time (or None): only to
         # keep a full pool and to log a change, never answered without asking.
         self._found: dict[str, str | None] = {}
 
-    def lookup(self, tree: ProviderTree, nodename: str) -> str | None:
+    def lookup(self, tree: ProviderTree, nodename: str, host: HostResources) -> str | None:
         """UUID of the shared-storage provider for DISK_GB of ``nodename``, or None.
 
-        None when the node's disks are not shared (the hardware the driver
-        last laid out says so), or no provider shares DISK_GB with the
+        None when the node's disks are not shared (``host``, the hardware
+        laid out, says so), or no provider shares DISK_GB with the
         compute node's aggregates in ``tree``. Asks Placement each time (1
         request; 3 while the pool found last time is full).
 
         Raises:
             PlacementError, PlacementUnavailable: the query failed.
         """
-        if not self.driver.laid_out_resources(nodename).shared_storage:
+        if not host.shared_storage:
             return None
         aggregates = set(tree.data(nodename).aggregates)
         found = self.report.sharing_providers(aggregates, "DISK_GB")

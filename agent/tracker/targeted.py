@@ -31,18 +31,13 @@ import logging
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from agent.model import ownership
 from agent.model.allocations import ConsumerAllocations, ProviderAllocations
-from agent.model.provider_tree import ProviderTree
 from agent.placement.report import ReportClient
 from agent.placement.writer import SyncResult
-from agent.shape.planning import plan_allocations, planned_classes
 from agent.tracker.audit import AllocationAudit
 from agent.tracker.audit_result import AuditResult
 from agent.tracker.consumer_record import ConsumerRecord
-from agent.tracker.retained import retain_gone_hardware
-from agent.tracker.sharing import SharingProviders
-from drivers.base import ComputeDriver
+from agent.tracker.node_view import NodeView, NodeViews
 from drivers.records import Instance
 
 LOG = logging.getLogger(__name__)
@@ -93,31 +88,16 @@ class TargetedUpdates:
     """Writes what one instance or one node's devices changed (module docstring).
 
     Args:
-        driver: the compute driver.
+        views: the tracker's node views (a node discovered and laid out, or as
+            last laid out; gone hardware the last layout kept).
         report: the Placement façade.
         audit: the allocation audit (its record learns what is written here).
-        sharing: finds a node's shared-storage provider.
-        owner_trait: ``[compute] owner_trait``.
-        retained: nodename -> providers of gone hardware the last layout kept
-            (their allocations stay as held); shared with the tracker, which
-            sets it every cycle.
     """
 
-    def __init__(
-        self,
-        driver: ComputeDriver,
-        report: ReportClient,
-        audit: AllocationAudit,
-        sharing: SharingProviders,
-        owner_trait: str,
-        retained: dict[str, set[str]],
-    ) -> None:
-        self.driver = driver
+    def __init__(self, views: NodeViews, report: ReportClient, audit: AllocationAudit) -> None:
+        self.views = views
         self.report = report
         self.audit = audit
-        self.sharing = sharing
-        self.owner_trait = owner_trait
-        self.retained = retained
 
     def devices(self, nodename: str, outcome: TargetedOutcome) -> SyncResult:
         """Discover ``nodename`` again and write the providers that differ (counted in ``outcome``).
@@ -127,12 +107,7 @@ class TargetedUpdates:
                 as in a cycle).
             PlacementError, PlacementUnavailable: a read or write failed.
         """
-        tree = self.report.get_provider_tree_and_ensure_root(nodename)
-        before = tree.copy()
-        self.driver.update_provider_tree(tree, nodename)
-        keep = retain_gone_hardware(self.report, self.owner_trait, nodename, before, tree)
-        self.retained[nodename] = keep
-        sync = self.report.update_from_provider_tree(tree)
+        sync = self.report.update_from_provider_tree(self.views.look(nodename).tree)
         outcome.providers += sync.created + sync.removed + sync.inventories
         outcome.providers += sync.traits + sync.aggregates
         outcome.errors.extend(sync.errors)
@@ -152,13 +127,11 @@ class TargetedUpdates:
         Raises:
             PlacementUnavailable: Placement cannot be reached.
         """
-        tree = self.report.mirror.cached(nodename)
-        if tree is None:  # no cycle read it yet in this process
-            tree = self.report.get_provider_tree_and_ensure_root(nodename)
-        owned = ownership.owned(tree, nodename, self.owner_trait)
-        found, unreadable = self.driver.read_instances(nodename, uuids)
-        view = self.audit.view(nodename, owned, tree.get_provider_uuids())
-        view.produces = planned_classes(tree, owned)
+        look = self.views.cached(nodename)
+        owned = look.owned
+        found, unreadable = self.views.adapter.read_instances(nodename, uuids)
+        view = self.audit.view(nodename, owned, look.tree.get_provider_uuids())
+        view.produces = look.produces
         record = view.record
         vanished = sorted(u for u in set(uuids) - set(found) - unreadable if record.known(u))
         for uuid in found:
@@ -166,11 +139,14 @@ class TargetedUpdates:
         for uuid in vanished:
             record.vanished(uuid)
         self.audit.checkpoint(view)  # recorded before any write
-        keep = set(self.retained.get(nodename, ()))
-        plans = self._plans(nodename, tree, owned, record, found)
+        keep = look.keep
+        plans = _plans(look, record, found)
         held = record.by_consumer(owned)
         new = {u: p for u, p in plans.items() if not held.get(u) and u not in record.moving}
         result = AuditResult()
+        for uuid, why in self.audit.listed.pending_moves(view, set(found), new).items():
+            del new[uuid], plans[uuid]
+            record.is_moving(uuid, why)
         touched: set[str] = set()
         try:
             refused = self.audit.listed.write_missing(view, new, keep, result, touched)
@@ -192,36 +168,25 @@ class TargetedUpdates:
         outcome.removed.extend(result.removed)
         outcome.errors.extend(result.errors)
 
-    def _plans(
-        self,
-        nodename: str,
-        tree: ProviderTree,
-        owned: set[str],
-        record: ConsumerRecord,
-        found: Mapping[str, Instance],
-    ) -> dict[str, ConsumerAllocations]:
-        """What each found instance should hold, by the cycle's rule, others where Placement
-        holds them.
 
-        The node's hardware and its sharing provider are looked up once per
-        batch; each instance planned is remembered in ``record`` (generation
-        dropped: read again next cycle) so the next one planned sees it.
-        """
-        if not found:
-            return {}
-        host = self.driver.laid_out_resources(nodename)
-        sharing = self.sharing.lookup(tree, nodename)
-        plans: dict[str, ConsumerAllocations] = {}
-        for uuid in sorted(found):
-            held = record.by_consumer(owned)
-            plan = plan_allocations(
-                [found[uuid]], host, tree, self.driver.policy, sharing, held
-            ).get(uuid)
-            if plan is not None:
-                plans[uuid] = plan
-                if not held.get(uuid):
-                    _remember(record, uuid, plan.on(owned), owned)
-        return plans
+def _plans(
+    look: NodeView, record: ConsumerRecord, found: Mapping[str, Instance]
+) -> dict[str, ConsumerAllocations]:
+    """What each found instance should hold, by the cycle's rule, others where Placement
+    holds them.
+
+    Each instance planned is remembered in ``record`` (generation dropped:
+    read again next cycle) so the next one planned sees it.
+    """
+    plans: dict[str, ConsumerAllocations] = {}
+    for uuid in sorted(found):
+        held = record.by_consumer(look.owned)
+        plan = look.plan([found[uuid]], held).get(uuid)
+        if plan is not None:
+            plans[uuid] = plan
+            if not held.get(uuid):
+                _remember(record, uuid, plan.on(look.owned), look.owned)
+    return plans
 
 
 def _remember(

@@ -19,6 +19,7 @@ import pytest
 import requests
 
 from agent.placement.report import ReportClient
+from agent.shape.adapter import adapt
 from agent.shape.layout import OWNER_TRAIT
 from agent.state.store import CONSUMERS_COPY, CONSUMERS_FILE, StateStore
 from agent.tracker.cycle import ResourceTracker
@@ -66,7 +67,7 @@ def assert_converged(s: Setup, driver: FakeDriver, state: Path, foreign: tuple[s
     root = http_get(s.base, "/resource_providers", name=s.nodename)["resource_providers"]
     assert len(root) == 1, root
     root_uuid = root[0]["uuid"]
-    want = discover_node(driver, s.nodename, root_uuid)
+    want = discover_node(adapt(driver, driver.conf), s.nodename, root_uuid)
     in_tree = http_get(s.base, "/resource_providers", in_tree=root_uuid)["resource_providers"]
     assert sorted(p["name"] for p in in_tree) == sorted(p.name for p in want.tree.all_data())
     for p in in_tree:

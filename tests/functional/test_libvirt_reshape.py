@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from agent.placement.report import ReportClient
+from agent.shape.adapter import adapt
 from agent.state.store import StateStore
 from agent.tracker.reshape import reshape_node
 from tests.helpers.libvirt_fixtures import libvirt_driver
@@ -48,8 +49,8 @@ def test_flat_vgpus_move_to_the_gpu_holding_each_domains_mdev(tmp_path, embedded
         },
     )
     tree = report.get_provider_tree_and_ensure_root(name)
-    flat.update_provider_tree(tree, name)
-    expected_flat = flat.expected_allocations(tree, name)
+    adapt(flat, flat.conf).update_provider_tree(tree, name)
+    expected_flat = adapt(flat, flat.conf).expected_allocations(tree, name)
     assert set(expected_flat) >= set(DOMAINS)
     for consumer, rec in expected_flat.items():
         per_rp = dict(rec.allocations)
@@ -62,7 +63,7 @@ def test_flat_vgpus_move_to_the_gpu_holding_each_domains_mdev(tmp_path, embedded
         tmp_path, "gpu-host", **node, devices={"enabled_mdev_types": ["nvidia-35", "nvidia-36"]}
     )
     posts_before = report.client.counts[("POST", "/reshaper")]
-    outcome = reshape_node(report, gpus, name)
+    outcome = reshape_node(report, adapt(gpus), name)
     assert outcome.needed and outcome.reshaped
     assert report.client.counts[("POST", "/reshaper")] - posts_before == 1
 
@@ -76,8 +77,8 @@ def test_flat_vgpus_move_to_the_gpu_holding_each_domains_mdev(tmp_path, embedded
     assert "VGPU" not in root_inventory
     # And what Placement now holds is what the driver expects: no further writes.
     tree = report.get_provider_tree_and_ensure_root(name)
-    gpus.update_provider_tree(tree, name)
-    for consumer, rec in gpus.expected_allocations(tree, name).items():
+    adapt(gpus, gpus.conf).update_provider_tree(tree, name)
+    for consumer, rec in adapt(gpus, gpus.conf).expected_allocations(tree, name).items():
         want = rec.allocations
         got = {
             rp: a["resources"] for rp, a in after["allocations"][consumer]["allocations"].items()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from agent.shape.adapter import adapt
 from agent.tracker.reshape import reshape_node
 from drivers.fake import FakeDriver
 from tests.helpers.conf import make_conf
@@ -56,7 +57,7 @@ def test_start_up_reshape_flat_to_numa(tmp_path, served_mariadb):
         numa={"model_in_placement": True},
         devices={"enabled_mdev_types": ["nvidia-35", "nvidia-36"]},
     )
-    outcome = reshape_node(s.report, FakeDriver(conf, s.host_path), s.nodename)
+    outcome = reshape_node(s.report, adapt(FakeDriver(conf, s.host_path)), s.nodename)
     assert outcome.reshaped
     assert http_get(s.base, "/resource_providers", name=f"{s.nodename}_NUMA0")["resource_providers"]
     for i, held in flat.items():

@@ -36,6 +36,7 @@ from urllib.parse import urlencode
 
 import requests
 
+from agent.tracker.cycle import ResourceTracker
 from drivers.fake import FakeDriver
 from tests.helpers.nova_state import write_nova_host
 from tests.helpers.placement_http import HEADERS
@@ -130,7 +131,8 @@ def agent_host(tmp_path, served, **groups) -> tuple[Setup, dict[str, str]]:
     """big-host with a second, unused NVMe (storage-1 holds the first), one start-up cycle."""
     s = Setup(tmp_path, Served(tmp_path, served), **groups)
     path = s.host.add("pci_devices", SPARE_NVME, position=0).write(s.host_path)
-    s.driver = s.tracker.driver = FakeDriver(s.conf, path)
+    s.driver = FakeDriver(s.conf, path)
+    s.tracker = ResourceTracker(s.conf, s.driver, s.report, s.state, clock=lambda: s.now)
     assert s.cycle(startup=True).ok
     tree = s.report.get_provider_tree_and_ensure_root(s.nodename)
     names = {p.uuid: p.name.replace(s.nodename, "{node}") for p in tree.all_data()}

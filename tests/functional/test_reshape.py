@@ -16,6 +16,7 @@ import pytest
 
 from agent.model.exceptions import ReshapeFailed
 from agent.placement.report import ReportClient
+from agent.shape.adapter import adapt
 from agent.state.store import StateStore
 from agent.tracker.reshape import reshape_node
 from drivers.fake import FakeDriver
@@ -148,8 +149,8 @@ def root_of(base: str, name: str) -> str:
 def allocate_instances(base: str, driver: FakeDriver, report: ReportClient, name: str) -> None:
     """Each instance's allocation as the driver expects it on the tree Placement holds."""
     tree = report.get_provider_tree_and_ensure_root(name)
-    driver.update_provider_tree(tree, name)
-    for consumer, rec in driver.expected_allocations(tree, name).items():
+    adapt(driver, driver.conf).update_provider_tree(tree, name)
+    for consumer, rec in adapt(driver, driver.conf).expected_allocations(tree, name).items():
         put_allocations(base, consumer, rec.allocations, rec.project_id)
 
 
@@ -195,7 +196,7 @@ def test_vgpus_move_to_their_gpu_with_every_allocation(embedded, tmp_path):
     driver = driver_for(tmp_path, write_host(tmp_path, name))
     client = report.client
     start = dict(client.counts)
-    outcome = reshape_node(report, driver, name)
+    outcome = reshape_node(report, adapt(driver), name)
 
     assert outcome.needed and outcome.reshaped and outcome.attempts == 1
     assert client.counts[("POST", "/reshaper")] - start.get(("POST", "/reshaper"), 0) == 1
@@ -218,7 +219,7 @@ def test_vgpus_move_to_their_gpu_with_every_allocation(embedded, tmp_path):
     assert class_totals(after) == class_totals(before)
     assert got[I4] == amounts(before)[I4] and got[I5] == amounts(before)[I5]
     # the next start-up has nothing to do
-    assert reshape_node(report, driver, name).needed is False
+    assert reshape_node(report, adapt(driver), name).needed is False
 
 
 # -- 2. flat to NUMA, and back ----------------------------------------------------------
@@ -238,7 +239,7 @@ def test_numa_on_splits_allocations_by_cell_and_off_puts_them_back(embedded, tmp
     flat_snap = snapshot(base, root)
 
     numa = driver_for(tmp_path, host, numa=True)
-    outcome = reshape_node(report, numa, name)
+    outcome = reshape_node(report, adapt(numa), name)
     assert outcome.reshaped
     snap = snapshot(base, root)
     got = amounts(snap)
@@ -263,7 +264,7 @@ def test_numa_on_splits_allocations_by_cell_and_off_puts_them_back(embedded, tmp
     assert class_totals(snap) == class_totals(flat_snap)
 
     off = driver_for(tmp_path, host, numa=False)
-    assert reshape_node(report, off, name).reshaped
+    assert reshape_node(report, adapt(off), name).reshaped
     back = snapshot(base, root)
     assert amounts(back) == amounts(flat_snap)  # every consumer exactly as before
     assert inventories(back) == inventories(flat_snap)
@@ -294,7 +295,7 @@ def test_renamed_class_moves_inventory_and_allocations(embedded, tmp_path):
     before = snapshot(base, root)
 
     renamed = driver_for(tmp_path, host, renames=[f"{PCI_CLASS}:PCI_DEVICE"])
-    assert reshape_node(report, renamed, name).reshaped
+    assert reshape_node(report, adapt(renamed), name).reshaped
     after = snapshot(base, root)
     got = amounts(after)
     for dev in ("86", "87", "88"):
@@ -344,7 +345,7 @@ def test_a_concurrent_allocation_on_a_moving_provider_is_moved_too(embedded, tmp
             put_allocations(base, intruder, {root: {"VGPU": 1, "MEMORY_MB": 512}})
 
     calls = hook_reshaper(report, another_service)
-    outcome = reshape_node(report, driver_for(tmp_path, write_host(tmp_path, name)), name)
+    outcome = reshape_node(report, adapt(driver_for(tmp_path, write_host(tmp_path, name))), name)
     assert calls == [1, 2] and outcome.attempts == 2 and outcome.reshaped
     after = snapshot(base, root)
     got = amounts(after)
@@ -375,7 +376,7 @@ def test_conflicts_on_every_attempt_fail_and_leave_placement_as_it_was(embedded,
     driver = driver_for(tmp_path, write_host(tmp_path, name))
     before_tree = snapshot(base, root)["providers"]
     with pytest.raises(ReshapeFailed) as err:
-        reshape_node(report, driver, name, attempts=3)
+        reshape_node(report, adapt(driver), name, attempts=3)
     assert "after 3 attempts" in str(err.value)
     assert len(intruders) == 3
     after = snapshot(base, root)
@@ -430,7 +431,7 @@ def test_a_reshape_that_cannot_fit_fails_and_changes_nothing(embedded, tmp_path)
     host, root = tight_setup(base, tmp_path, report, name)
     before = snapshot(base, root)
     with pytest.raises(ReshapeFailed) as err:
-        reshape_node(report, driver_for(tmp_path, host, numa=True), name)
+        reshape_node(report, adapt(driver_for(tmp_path, host, numa=True)), name)
     assert "POST /reshaper" in str(err.value) and "docs/reshape.md" in str(err.value)
     assert snapshot(base, root) == before  # generations included
 

@@ -17,7 +17,6 @@ from agent.model.provider_tree import ProviderTree
 from agent.placement.report import ReportClient
 from agent.state.store import StateStore
 from agent.tracker.cycle import ResourceTracker
-from drivers.fake import FakeDriver
 from drivers.records import Flavor, Instance
 from tests.helpers.names import unique
 from tests.helpers.placement_http import call, http_get
@@ -275,21 +274,31 @@ def test_two_roots_in_one_flush_each_created_once(tmp_path, embedded):
     assert (again.created, again.inventories, again.traits) == (0, 0, 0)
 
 
-class SharingDriver(FakeDriver):
-    """The fake driver, plus a shared-storage root it adds to every node's tree."""
+class Pool:
+    """A shared-storage pool as an operator adds one: a provider of its own sharing DISK_GB
+    with the compute node by aggregate (plain HTTP to Placement)."""
 
-    aggregate = str(uuidlib.uuid4())
-    share_name = unique("nfs-pool")
-    share_uuid = str(uuidlib.uuid4())
-
-    def update_provider_tree(self, provider_tree, nodename, allocations=None):
-        super().update_provider_tree(provider_tree, nodename, allocations)
-        if not provider_tree.exists(self.share_name):
-            provider_tree.new_root(self.share_name, self.share_uuid)
-        provider_tree.update_inventory(self.share_name, {"DISK_GB": {"total": 20_000}})
-        provider_tree.update_traits(self.share_name, ["MISC_SHARES_VIA_AGGREGATE"])
-        provider_tree.update_aggregates(self.share_name, [self.aggregate])
-        provider_tree.update_aggregates(nodename, [self.aggregate])
+    def __init__(self, s: Setup) -> None:
+        self.name = unique("nfs-pool")
+        self.aggregate = str(uuidlib.uuid4())
+        found = call(s.base, "POST", "/resource_providers", {"name": self.name}, expect=200)
+        self.uuid = found["uuid"]
+        for path, body in (
+            ("inventories", {"inventories": {"DISK_GB": {"total": 20_000}}}),
+            ("traits", {"traits": ["MISC_SHARES_VIA_AGGREGATE"]}),
+            ("aggregates", {"aggregates": [self.aggregate]}),
+        ):
+            gen = http_get(s.base, f"/resource_providers/{self.uuid}")["generation"]
+            body["resource_provider_generation"] = gen
+            call(s.base, "PUT", f"/resource_providers/{self.uuid}/{path}", body)
+        root = s.uuid(s.nodename)
+        gen = http_get(s.base, f"/resource_providers/{root}")["generation"]
+        call(
+            s.base,
+            "PUT",
+            f"/resource_providers/{root}/aggregates",
+            {"resource_provider_generation": gen, "aggregates": [self.aggregate]},
+        )
 
 
 def on_shared_storage(s: Setup) -> Setup:
@@ -299,34 +308,42 @@ def on_shared_storage(s: Setup) -> Setup:
     return s
 
 
-def test_a_sharing_root_added_by_the_driver_is_written_and_used(tmp_path, embedded):
-    s = on_shared_storage(Setup(tmp_path, embedded, driver_cls=SharingDriver))
-    outcome = s.cycle(startup=True)
+def test_a_pool_joined_after_start_up_gets_the_disks_it_lacks(tmp_path, embedded):
+    """The instances held no DISK_GB (no pool yet): their disks are added there, a
+    missing part, nothing held changed; the operator's aggregate on the node stays."""
+    s = on_shared_storage(Setup(tmp_path, embedded))
+    assert s.cycle(startup=True).ok
+    assert "DISK_GB" not in s.held(s.inst(4)).get(s.nodename, {})
+    pool = Pool(s)
+    outcome = s.cycle()
     assert outcome.ok, outcome.summary()
-    found = http_get(s.base, "/resource_providers", name=SharingDriver.share_name)
-    assert [p["uuid"] for p in found["resource_providers"]] == [SharingDriver.share_uuid]
-    # ...and the instances' disks go there, by the aggregate the driver set.
-    assert s.held(s.inst(4))[SharingDriver.share_name] == {"DISK_GB": 180}
+    assert s.inst(4) in outcome.nodes[0].allocations_written
+    assert s.held(s.inst(4))[pool.name] == {"DISK_GB": 180}
     assert "DISK_GB" not in s.held(s.inst(4)).get(s.nodename, {})
     s.cycle()
     steady = s.cycle()
     assert steady.nodes[0].sync.created == 0 and steady.nodes[0].allocations_written == []
-    # The extra root is listed once per cycle, so a change to it is seen too, and
-    # the sharing provider is asked for (agent/tracker/sharing.py).
-    assert steady.requests == 1 + 1 + 2 + 1
+    root = s.uuid(s.nodename)
+    aggregates = http_get(s.base, f"/resource_providers/{root}/aggregates")["aggregates"]
+    assert aggregates == [pool.aggregate]
+    # The listing, the two NUMA cells' allocations, and the sharing provider asked for
+    # (agent/tracker/sharing.py).
+    assert steady.requests == 1 + 2 + 1
 
 
 def test_deleted_allocation_on_the_sharing_provider_is_healed(tmp_path, embedded):
     """Only the shared part removed: the CPU provider's generation moves, the share is read."""
-    s = on_shared_storage(Setup(tmp_path, embedded, driver_cls=SharingDriver))
+    s = on_shared_storage(Setup(tmp_path, embedded))
     assert s.cycle(startup=True).ok
+    pool = Pool(s)
+    s.cycle()
     s.cycle()
     current = http_get(s.base, f"/allocations/{s.inst(4)}")
     body = {
         "allocations": {
             rp: {"resources": a["resources"]}
             for rp, a in current["allocations"].items()
-            if rp != SharingDriver.share_uuid
+            if rp != pool.uuid
         },
         "project_id": current["project_id"],
         "user_id": current["user_id"],
@@ -336,4 +353,4 @@ def test_deleted_allocation_on_the_sharing_provider_is_healed(tmp_path, embedded
     call(s.base, "PUT", f"/allocations/{s.inst(4)}", body, expect=204)
     # The part on the sharing provider is missing, nothing held is changed: healed.
     assert s.cycle().nodes[0].allocations_written == [s.inst(4)]
-    assert s.held(s.inst(4))[SharingDriver.share_name] == {"DISK_GB": 180}
+    assert s.held(s.inst(4))[pool.name] == {"DISK_GB": 180}

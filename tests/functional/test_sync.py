@@ -19,6 +19,7 @@ from agent.placement.embedded import NOAUTH_HEADERS, placement_app
 from agent.placement.errors import MicroversionTooLow, PlacementUnavailable
 from agent.placement.mirror import RootConflict
 from agent.placement.report import ReportClient
+from agent.shape.adapter import adapt
 from agent.state.store import StateStore
 from agent.tracker.discovery import discover
 from drivers.fake import FakeDriver
@@ -42,7 +43,7 @@ def fake(tmp_path, nodename, **groups):
 
 def check_matches_discover(base_url: str, tmp_path, driver, nodename: str) -> None:
     state = StateStore(tmp_path / "state")
-    (node,) = json_document(discover(driver, state), "fake")["nodes"]
+    (node,) = json_document(discover(adapt(driver, driver.conf), state), "fake")["nodes"]
     root = state.root_uuid(nodename)
     listed = http_get(base_url, "/resource_providers", in_tree=root)["resource_providers"]
     assert {p["uuid"] for p in listed} == {p["uuid"] for p in node["providers"]}
@@ -116,7 +117,7 @@ def test_child_removed_and_traits_and_aggregates_changed(embedded, tmp_path):
     assert resp.status_code == 404
     agg = str(uuidlib.uuid4())
     tree = report.get_provider_tree_and_ensure_root(name)
-    driver.update_provider_tree(tree, name)
+    adapt(driver, driver.conf).update_provider_tree(tree, name)
     tree.update_aggregates(name, [agg])
     tree.update_traits(f"{name}_pci_0000_3b_00_0", ["CUSTOM_PHYSNET_OTHER"])
     result = report.update_from_provider_tree(tree)
@@ -136,7 +137,7 @@ def test_concurrent_writer_between_read_and_write_converges(embedded, tmp_path):
     cycle(report, driver, name)
     tree = report.get_provider_tree_and_ensure_root(name)
     driver.update_host(name, disk_gb=777)
-    driver.update_provider_tree(tree, name)
+    adapt(driver, driver.conf).update_provider_tree(tree, name)
     tree.add_traits(name, "CUSTOM_OURS")
     root = tree.data(name).uuid
     # another service adds a trait, bumping the root's generation behind our back
@@ -234,7 +235,7 @@ def test_placement_stopped_mid_sync_then_back(served, tmp_path):
     cycle(report, driver, name)
     tree = report.get_provider_tree_and_ensure_root(name)
     driver.update_host(name, disk_gb=1234)
-    driver.update_provider_tree(tree, name)
+    adapt(driver, driver.conf).update_provider_tree(tree, name)
     served.stop()
     with pytest.raises(PlacementUnavailable) as err:
         report.update_from_provider_tree(tree)

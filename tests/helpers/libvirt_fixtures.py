@@ -14,6 +14,7 @@ from agent.cli.render import discover_record
 from agent.conf import config
 from agent.model.provider_tree import ProviderTree
 from agent.shape import layout
+from agent.shape.adapter import adapt
 from drivers.libvirt import LibvirtDriver
 from tests.helpers.paths import LIBVIRT
 
@@ -53,7 +54,7 @@ def laid_out(driver: LibvirtDriver) -> ProviderTree:
     """A tree with the root created, after ``driver.update_provider_tree``."""
     tree = ProviderTree()
     tree.new_root("cn1", ROOT_UUID)
-    driver.update_provider_tree(tree, "cn1")
+    adapt(driver, driver.conf).update_provider_tree(tree, "cn1")
     return tree
 
 
@@ -85,7 +86,7 @@ def allocations_by_name(driver: LibvirtDriver, tree: ProviderTree) -> dict[str, 
     """``expected_allocations`` with provider UUIDs replaced by provider names."""
     names = {p.uuid: p.name for p in tree.all_data()}
     out = {}
-    for consumer, typed in driver.expected_allocations(tree, "cn1").items():
+    for consumer, typed in adapt(driver, driver.conf).expected_allocations(tree, "cn1").items():
         record = discover_record(typed)
         out[consumer] = {
             "allocations": {

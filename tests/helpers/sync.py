@@ -9,6 +9,7 @@ from agent.conf import config as agent_config
 from agent.placement.client import PlacementClient
 from agent.placement.report import ReportClient
 from agent.placement.session import client_from_conf
+from agent.shape.adapter import adapt
 from drivers.base import ComputeDriver
 
 if TYPE_CHECKING:  # annotation only: the result types may move within the placement layer
@@ -21,7 +22,7 @@ def cycle(report: ReportClient, driver: ComputeDriver, nodename: str) -> SyncRes
     Returns what ``ReportClient.update_from_provider_tree`` returns (what was written).
     """
     tree = report.get_provider_tree_and_ensure_root(nodename)
-    driver.update_provider_tree(tree, nodename)
+    adapt(driver, driver.conf).update_provider_tree(tree, nodename)
     return report.update_from_provider_tree(tree)
 
 

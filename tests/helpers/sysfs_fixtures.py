@@ -8,6 +8,7 @@ from oslo_config import cfg
 
 from agent.conf import config
 from agent.model.provider_tree import ProviderTree
+from agent.shape.adapter import adapt
 from agent.shape.layout import OWNER_TRAIT
 from agent.tracker.discovery import discover_node
 from drivers.host import HostDriver
@@ -35,7 +36,9 @@ def make_conf(tmp_path: Path, fixture: str, **groups: dict[str, object]) -> cfg.
 def tree_of(conf: cfg.ConfigOpts) -> dict[str, dict]:
     """{provider name: {"parent": name, "inv": {rc: total}, "traits": set}}"""
     driver = HostDriver(conf)
-    report = discover_node(driver, "cn1", "00000000-0000-0000-0000-000000000001")
+    report = discover_node(
+        adapt(driver, driver.conf), "cn1", "00000000-0000-0000-0000-000000000001"
+    )
     tree: ProviderTree = report.tree
     out = {}
     for p in tree.all_data():

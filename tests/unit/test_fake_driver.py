@@ -6,6 +6,7 @@ import pytest
 
 from agent.model.exceptions import CapacityExceeded, ConfigError, HostDescriptionError
 from agent.model.provider_tree import ProviderTree
+from agent.shape.adapter import adapt
 from drivers import load_driver
 from drivers.events import DevicesChanged, DriverEvent, InstanceChanged, InstanceSpawning
 from drivers.fake import FakeDriver
@@ -177,7 +178,7 @@ def driver(conf_factory) -> FakeDriver:
 def tree_for(driver: FakeDriver) -> ProviderTree:
     tree = ProviderTree()
     tree.new_root("big-host", "9542d607-1120-5a0a-ad15-9f99a7af6211")
-    driver.update_provider_tree(tree, "big-host")
+    adapt(driver, driver.conf).update_provider_tree(tree, "big-host")
     return tree
 
 
@@ -190,7 +191,7 @@ def test_spawn_and_destroy(driver):
     )
     driver.spawn("big-host", i)
     assert driver.list_instances("big-host")[-1] == i
-    allocs = driver.expected_allocations(tree_for(driver), "big-host")
+    allocs = adapt(driver, driver.conf).expected_allocations(tree_for(driver), "big-host")
     assert NEW in allocs
     with pytest.raises(HostDescriptionError):
         driver.spawn("big-host", i)  # same UUID twice
@@ -205,7 +206,7 @@ def test_spawn_and_destroy(driver):
         driver.spawn("big-host", clash)
     assert "assigned to both" in str(err.value)
     assert driver.destroy(NEW) == i
-    assert NEW not in driver.expected_allocations(tree_for(driver), "big-host")
+    assert NEW not in adapt(driver, driver.conf).expected_allocations(tree_for(driver), "big-host")
     with pytest.raises(KeyError):
         driver.destroy(NEW)
 

@@ -14,6 +14,7 @@ from agent.conf import config as agent_config
 from agent.model.allocations import ConsumerAllocations
 from agent.model.exceptions import ConfigError, ReshapeNeeded
 from agent.model.provider_tree import ProviderTree
+from agent.shape.adapter import DriverAdapter, adapt
 from agent.shape.layout import _rename_classes, apply_layout, desired_providers
 from agent.shape.policy import LayoutPolicy, policy_from_conf
 from agent.shape.reshape import ClassMove, find_moves, reshape_allocations
@@ -126,7 +127,7 @@ def totals(allocations: dict) -> dict[str, dict[str, int]]:
 
 
 class Driver(ComputeDriver):
-    """A driver over fixed records, to exercise the base class's update_provider_tree."""
+    """A driver over fixed records, to exercise the adapter's update_provider_tree."""
 
     def __init__(self, conf, host: HostResources, instances: list[Instance], policy) -> None:
         super().__init__(conf)
@@ -317,7 +318,7 @@ def test_update_provider_tree_raises_reshape_needed_and_leaves_the_tree_alone(tm
     tree = old_vgpu_tree()
     before = tree.copy()
     with pytest.raises(ReshapeNeeded) as err:
-        driver.update_provider_tree(tree, "cn")
+        DriverAdapter(driver, driver.policy).update_provider_tree(tree, "cn")
     assert "VGPU: cn -> " in str(err.value) and GPU_A in str(err.value)
     assert [p for p in tree.all_data()] == [p for p in before.all_data()]
 
@@ -325,14 +326,16 @@ def test_update_provider_tree_raises_reshape_needed_and_leaves_the_tree_alone(tm
         inst(1).uuid: record({ROOT: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 10, "VGPU": 1}}),
         inst(2).uuid: record({ROOT: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 10, "VGPU": 1}}),
     }
-    placed = driver.update_provider_tree(tree, "cn", allocations=allocations)
+    placed = DriverAdapter(driver, driver.policy).update_provider_tree(
+        tree, "cn", allocations=allocations
+    )
     assert "VGPU" not in tree.data("cn").inventory
     got = amounts(allocations)
     assert got[inst(1).uuid][tree.data(GPU_A).uuid] == {"VGPU": 1}
     assert got[inst(2).uuid][tree.data(GPU_B).uuid] == {"VGPU": 1}
     assert placed == {inst(1).uuid: "driver", inst(2).uuid: "driver"}
     # and the next ordinary cycle is quiet
-    driver.update_provider_tree(tree, "cn")
+    DriverAdapter(driver, driver.policy).update_provider_tree(tree, "cn")
 
 
 def test_renames_reach_the_layout_from_the_configuration(tmp_path):
@@ -383,14 +386,14 @@ def test_the_host_driver_inherits_the_reshape(tmp_path):
     tree = ProviderTree()
     tree.new_root("cn1", ROOT)
     flat = HostDriver(host_conf(tmp_path, "gpu-host"))  # no vGPU types: no GPU providers
-    flat.update_provider_tree(tree, "cn1")
+    adapt(flat, flat.conf).update_provider_tree(tree, "cn1")
     inv = dict(tree.data("cn1").inventory)
     inv["VGPU"] = {"total": 32, "max_unit": 32}
     tree.update_inventory("cn1", inv)
     with pytest.raises(ReshapeNeeded):
-        driver.update_provider_tree(tree, "cn1")
+        adapt(driver, driver.conf).update_provider_tree(tree, "cn1")
     allocations = {"c1": record({ROOT: {"VCPU": 1, "VGPU": 3}}), "c2": record({ROOT: {"VGPU": 2}})}
-    driver.update_provider_tree(tree, "cn1", allocations=allocations)
+    adapt(driver, driver.conf).update_provider_tree(tree, "cn1", allocations=allocations)
     gpu86, gpu87 = tree.data("cn1_pci_0000_86_00_0").uuid, tree.data("cn1_pci_0000_87_00_0").uuid
     assert amounts(allocations) == {
         "c1": {ROOT: {"VCPU": 1}, gpu86: {"VGPU": 3}},  # equal free: first in the tree

@@ -21,6 +21,7 @@ from agent.placement import endpoints
 from agent.placement.connect import placement_client
 from agent.placement.report import ReportClient
 from agent.service.exit_codes import EXIT_OK
+from agent.shape.adapter import adapt
 from agent.state.store import StateStore
 from drivers import load_driver
 
@@ -69,7 +70,7 @@ def node_report(held: ProviderTree, desired: ProviderTree, nodename: str, owner:
 def run(args: argparse.Namespace) -> int:
     """Print, node by node, what the next start-up cycle takes over."""
     conf = load_conf(args)
-    driver = load_driver(conf.compute.driver, conf)
+    driver = adapt(load_driver(conf.compute.driver, conf), conf)
     owner = conf.compute.owner_trait
     with placement_client(conf) as client:
         # Read-only: the mirror records what it reads, which must not reach the disk.

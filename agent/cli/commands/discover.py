@@ -10,6 +10,7 @@ from agent.cli.pci_ids import SEARCH_PATHS, PciIds
 from agent.cli.render import json_document, render_tree
 from agent.cli.render_devices import devices_document, render_devices
 from agent.service.exit_codes import EXIT_OK
+from agent.shape.adapter import adapt
 from agent.state.store import StateStore
 from agent.tracker.discovery import discover
 from drivers import load_driver
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             render_devices(document, out)
         return EXIT_OK
-    reports = discover(driver, StateStore(conf.state_path))
+    reports = discover(adapt(driver, conf), StateStore(conf.state_path))
     if args.format == "json":
         out.json(json_document(reports, driver_name))
     else:

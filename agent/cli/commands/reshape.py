@@ -27,6 +27,7 @@ from agent.placement.embedded import EmbeddedPlacement
 from agent.placement.report import ReportClient
 from agent.service.exit_codes import EXIT_BAD_INPUT, EXIT_OK, EXIT_RESHAPE_FAILED
 from agent.service.progress import Progress
+from agent.shape.adapter import adapt
 from agent.state.store import StateStore
 from agent.tracker.reshape import ReshapeOutcome, outcome_lines, reshape_node
 from drivers import load_driver
@@ -103,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     if args.attempts < 1:
         print("compute-agent reshape: --attempts must be at least 1", file=sys.stderr)
         return EXIT_BAD_INPUT
-    driver = load_driver(conf.compute.driver, conf)
+    driver = adapt(load_driver(conf.compute.driver, conf), conf)
     out = Output()
     as_json = args.format == "json"
     nodes: list[dict[str, Any]] = []

@@ -17,6 +17,7 @@ from agent.placement import endpoints
 from agent.placement.connect import placement_client
 from agent.placement.report import ReportClient
 from agent.service.exit_codes import EXIT_DRIFT, EXIT_OK
+from agent.shape.adapter import adapt
 from agent.state.store import StateStore
 from agent.tracker.consumer_record import ConsumerRecord
 from drivers import load_driver
@@ -98,7 +99,7 @@ def _print_consumers(out: Output, consumers: list[dict[str, str]]) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print each node's providers from Placement, then the drift."""
     conf = load_conf(args)
-    driver = load_driver(conf.compute.driver, conf)
+    driver = adapt(load_driver(conf.compute.driver, conf), conf)
     out = Output()
     as_json = args.format == "json"
     nodes: list[dict[str, Any]] = []

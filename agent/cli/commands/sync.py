@@ -16,6 +16,7 @@ from agent.placement.options import is_embedded
 from agent.placement.report import ReportClient
 from agent.service.exit_codes import EXIT_OK, EXIT_RESHAPE_FAILED
 from agent.service.progress import Progress
+from agent.shape.adapter import adapt
 from agent.state.store import StateStore
 from agent.tracker.reshape import reshape_node
 from drivers import load_driver
@@ -46,7 +47,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Sync every node of the driver; print what was written and the request count."""
     conf = load_conf(args, quiet=False)
-    driver = load_driver(conf.compute.driver, conf)
+    driver = adapt(load_driver(conf.compute.driver, conf), conf)
     out = Output()
     nodes: list[dict[str, Any]] = []
     with placement_client(conf) as client, cycle_context():

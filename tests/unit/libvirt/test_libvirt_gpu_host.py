@@ -12,6 +12,7 @@ Capabilities come from ``capabilities.xml`` (see test_libvirt_numa_sriov.py).
 from __future__ import annotations
 
 from agent.conf import config
+from agent.shape.adapter import adapt
 from agent.tracker.discovery import discover_node
 from drivers.host import HostDriver
 from tests.helpers.libvirt_fixtures import (
@@ -100,8 +101,12 @@ def test_same_tree_as_host_driver(tmp_path):
             },
         )
     )
-    a = tree_view(discover_node(lv, "cn1", "00000000-0000-0000-0000-0000000000c1").tree)
-    b = tree_view(discover_node(hd, "cn1", "00000000-0000-0000-0000-0000000000c1").tree)
+    a = tree_view(
+        discover_node(adapt(lv, lv.conf), "cn1", "00000000-0000-0000-0000-0000000000c1").tree
+    )
+    b = tree_view(
+        discover_node(adapt(hd, hd.conf), "cn1", "00000000-0000-0000-0000-0000000000c1").tree
+    )
     assert hardware_view(a) == hardware_view(b)
     assert "COMPUTE_VOLUME_EXTEND" in a["cn1"]["traits"]  # libvirt's capability traits
 

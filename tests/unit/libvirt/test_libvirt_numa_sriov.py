@@ -17,7 +17,9 @@ import psutil
 
 from agent.cli.render import discover_record
 from agent.conf import config
+from agent.shape.adapter import adapt
 from agent.shape.layout import desired_providers
+from agent.shape.policy import policy_from_conf
 from drivers.host import HostDriver
 from tests.helpers.libvirt_fixtures import allocations_by_name, laid_out, libvirt_driver, tree_view
 from tests.helpers.paths import SYSFS
@@ -191,7 +193,9 @@ def test_shut_off_domain_still_counted(tmp_path):
     dom.destroy()
     assert dom.isActive() == 0
     tree = laid_out(driver)
-    typed = driver.expected_allocations(tree, "cn1")["aaaaaaaa-0000-4000-8000-000000000002"]
+    typed = adapt(driver, driver.conf).expected_allocations(tree, "cn1")[
+        "aaaaaaaa-0000-4000-8000-000000000002"
+    ]
     alloc = discover_record(typed)
     assert alloc["project_id"] == "p-agent-1"
     assert sum(r["resources"].get("DISK_GB", 0) for r in alloc["allocations"].values()) == 31
@@ -218,8 +222,8 @@ def test_same_tree_as_host_driver_for_the_same_hardware(tmp_path):
         },
     )
     hd = HostDriver(host_conf)
-    a = desired_providers(lv.get_host_resources("cn1"), lv.policy)
-    b = desired_providers(hd.get_host_resources("cn1"), hd.policy)
+    a = desired_providers(lv.get_host_resources("cn1"), policy_from_conf(lv.conf))
+    b = desired_providers(hd.get_host_resources("cn1"), policy_from_conf(hd.conf))
     assert [(s.name, s.parent, s.inventory) for s in a] == [
         (s.name, s.parent, s.inventory) for s in b
     ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from agent.cli.render import discover_record
+from agent.shape.adapter import adapt
 from tests.helpers.libvirt_fixtures import (
     ROOT_UUID,
     allocations_by_name,
@@ -147,7 +148,9 @@ def test_inactive_defined_domain_is_counted(tmp_path):
     )
     assert dom.isActive() == 0
     tree = laid_out(driver)
-    typed = driver.expected_allocations(tree, "cn1")["cccccccc-0000-4000-8000-0000000000ff"]
+    typed = adapt(driver, driver.conf).expected_allocations(tree, "cn1")[
+        "cccccccc-0000-4000-8000-0000000000ff"
+    ]
     alloc = discover_record(typed)
     assert alloc["allocations"] == {ROOT_UUID: {"resources": {"MEMORY_MB": 3072, "VCPU": 3}}}
     assert alloc["consumer_type"] == "INSTANCE"

@@ -1,0 +1,175 @@
+"""One node as the tracker works on it: discovered once, read once, laid out, planned.
+
+The periodic cycle, claims, targeted updates and the start-up reshape all
+start from a :class:`NodeView` (docs/architecture.md, "The node view"):
+
+1. the tree Placement holds (``ReportClient.get_provider_tree_and_ensure_root``,
+   one listing);
+2. the driver's facts laid out on it (:class:`agent.shape.adapter.DriverAdapter`,
+   one discovery; at start-up a ``ReshapeNeeded`` runs the spec's reshape flow,
+   :func:`agent.tracker.reshape.reshape_node`, elsewhere it is raised);
+3. gone hardware still in use kept (:mod:`agent.tracker.retained`);
+4. what is the agent's (:func:`agent.model.ownership.owned`), the sharing
+   provider DISK_GB goes to (:class:`agent.tracker.sharing.SharingProviders`),
+   the providers read every cycle, the classes the planner produces;
+5. the plan of any instances (:func:`agent.shape.planning.plan_allocations`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from agent.model import ownership
+from agent.model.allocations import ByProvider, ConsumerAllocations
+from agent.model.exceptions import ReshapeNeeded
+from agent.model.provider_tree import ProviderTree
+from agent.placement.report import ReportClient
+from agent.shape.adapter import DriverAdapter
+from agent.shape.planning import cpu_memory_providers, plan_allocations, planned_classes
+from agent.tracker.retained import retain_gone_hardware
+from agent.tracker.sharing import SharingProviders
+from drivers.records import HostResources, Instance
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass
+class NodeView:
+    """One node's tree, hardware and ownership, as one cycle (or claim, or event) sees them.
+
+    Attributes:
+        nodename: the compute node.
+        tree: the tree laid out from the driver's facts (what Placement should hold).
+        before: the tree as Placement held it when read (after a start-up
+            reshape: as the reshape wrote it).
+        host: the hardware records laid out.
+        owned: UUIDs of the providers of the node the agent owns.
+        sharing: the shared-storage provider DISK_GB goes to, or None.
+        keep: owned providers of gone hardware kept while in use (their
+            allocations stay as held).
+        reshaped: a start-up reshape was written (``POST /reshaper``).
+    """
+
+    nodename: str
+    tree: ProviderTree
+    before: ProviderTree
+    host: HostResources
+    owned: set[str]
+    sharing: str | None
+    adapter: DriverAdapter
+    keep: set[str] = field(default_factory=set)
+    reshaped: bool = False
+
+    @property
+    def cpu_providers(self) -> set[str]:
+        """The owned providers with VCPU, PCPU or MEMORY_MB (read every cycle)."""
+        return cpu_memory_providers(self.tree, self.owned)
+
+    @property
+    def produces(self) -> frozenset[str]:
+        """The classes the planner gives instances on the owned providers."""
+        return planned_classes(self.tree, self.owned)
+
+    def plan(
+        self, instances: Iterable[Instance], held: Mapping[str, ByProvider] | None = None
+    ) -> dict[str, ConsumerAllocations]:
+        """What each of ``instances`` should hold (sticky to what Placement ``held``)."""
+        return plan_allocations(
+            instances, self.host, self.tree, self.adapter.policy, self.sharing, held
+        )
+
+
+class NodeViews:
+    """Builds :class:`NodeView` s for the tracker, and remembers what each kept.
+
+    Args:
+        adapter: the driver, under the spec's calls.
+        report: the Placement façade.
+        sharing: finds a node's shared-storage provider.
+        owner_trait: ``[compute] owner_trait``.
+    """
+
+    def __init__(
+        self,
+        adapter: DriverAdapter,
+        report: ReportClient,
+        sharing: SharingProviders,
+        owner_trait: str,
+    ) -> None:
+        self.adapter = adapter
+        self.report = report
+        self.sharing = sharing
+        self.owner_trait = owner_trait
+        # nodename -> providers of gone hardware kept by the last layout (targeted
+        # instance updates leave their allocations as held, as the audit does).
+        self.retained: dict[str, set[str]] = {}
+
+    def look(self, nodename: str, *, startup: bool = False, retain: bool = True) -> NodeView:
+        """Read the node's tree once, discover it once, lay it out (module docstring).
+
+        Args:
+            startup: a needed reshape is performed (the service's first cycle).
+            retain: keep gone hardware still in use (False for a claim,
+                which writes no tree).
+
+        Raises:
+            ReshapeNeeded: the tree must change shape outside start-up.
+            ReshapeFailed: a start-up ``POST /reshaper`` failed.
+            ConfigError: the configuration does not fit the host.
+            PlacementError, PlacementUnavailable: a read failed.
+        """
+        tree = self.report.get_provider_tree_and_ensure_root(nodename)
+        before = tree.copy()
+        reshaped = False
+        with self.adapter.one_discovery(nodename):
+            try:
+                self.adapter.update_provider_tree(tree, nodename)
+            except ReshapeNeeded:
+                if not startup:
+                    raise
+                from agent.tracker.reshape import reshape_node  # the flow is only for start-up
+
+                LOG.warning("node %s: the provider tree changes shape: reshaping", nodename)
+                outcome = reshape_node(self.report, self.adapter, nodename, tree=tree)
+                assert outcome.tree is not None  # not a dry run: the tree is there
+                tree = outcome.tree
+                reshaped = outcome.reshaped
+                if reshaped:
+                    before = tree.copy()  # what Placement holds now: the tree just written
+        keep: set[str] = set()
+        if retain:
+            keep = retain_gone_hardware(self.report, self.owner_trait, nodename, before, tree)
+            self.retained[nodename] = keep
+        return self._view(nodename, tree, before, keep, reshaped)
+
+    def cached(self, nodename: str) -> NodeView:
+        """The node as last read and laid out in this process, without a request if
+        it was read (an event's targeted instance update)."""
+        tree = self.report.mirror.cached(nodename)
+        if tree is None:  # no cycle read it yet in this process
+            tree = self.report.get_provider_tree_and_ensure_root(nodename)
+        keep = set(self.retained.get(nodename, ()))
+        return self._view(nodename, tree, tree, keep, False)
+
+    def _view(
+        self,
+        nodename: str,
+        tree: ProviderTree,
+        before: ProviderTree,
+        keep: set[str],
+        reshaped: bool,
+    ) -> NodeView:
+        host = self.adapter.laid_out_resources(nodename)
+        return NodeView(
+            nodename=nodename,
+            tree=tree,
+            before=before,
+            host=host,
+            owned=ownership.owned(tree, nodename, self.owner_trait),
+            sharing=self.sharing.lookup(tree, nodename, host),
+            adapter=self.adapter,
+            keep=keep,
+            reshaped=reshaped,
+        )
