@@ -123,6 +123,7 @@ class ComputeDriver(EventEmitter, abc.ABC):
         """
         return offered_device_views(self.get_host_resources(nodename), type(self).__name__)
 
+
 class SingleNodeDriver(ComputeDriver):
     """A driver of exactly one node, this host: ``[DEFAULT] host`` (host, libvirt).
 
