@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from oslo_config import cfg
+from oslo_config import cfg, types
 
 GROUP = "libvirt"
 
@@ -66,14 +66,37 @@ LIBVIRT_OPTS: list[cfg.Opt] = [
         "swtpm_enabled",
         default=False,
         help="Nova's [libvirt] swtpm_enabled: report COMPUTE_SECURITY_TPM_* for the TPM "
-        "models and versions libvirt's domain capabilities list.",
+        "models and versions libvirt's domain capabilities list, and the secret "
+        "security policies of supported_tpm_secret_security, when libvirt offers an "
+        "emulated TPM (virt_type qemu or kvm, TPM backend 'emulator'; else a warning "
+        "says why none is reported).",
     ),
-    cfg.StrOpt(
+    cfg.ListOpt(
+        "supported_tpm_secret_security",
+        default=["user", "host", "deployment"],
+        item_type=types.String(choices=("user", "host", "deployment")),
+        help="Nova's [libvirt] supported_tpm_secret_security: the vTPM secret security "
+        "policies this host accepts, each reported (with swtpm_enabled) as "
+        "COMPUTE_SECURITY_TPM_SECRET_SECURITY_{USER,HOST,DEPLOYMENT}, which nova's "
+        "scheduler requires of every vTPM server (request filter "
+        "tpm_secret_security_filter, from the flavor's hw:tpm_secret_security, default "
+        "user).",
+    ),
+    cfg.ListOpt(
+        "hw_machine_type",
+        help="Nova's [libvirt] hw_machine_type: 'arch=machine-type' pairs giving an "
+        "architecture's default machine type (else nova's: pc for x86, virt for ARM, "
+        "pseries for ppc64le, s390-ccw-virtio for s390x). The domain capabilities of "
+        "that machine type and of the canonical ones (pc, q35) of every guest "
+        "architecture give the storage-bus and video-model traits, as in nova.",
+    ),
+    cfg.ListOpt(
         "domain_capabilities_file",
-        help="Read the domain capabilities from this file (a saved 'virsh "
-        "domcapabilities' document) instead of asking libvirt. Only allowed with a "
-        "'test:///' connection_uri (libvirt's test driver cannot answer "
-        "virConnectGetDomainCapabilities), to replay a captured host.",
+        help="Read the domain capabilities from these files (saved 'virsh "
+        "domcapabilities' documents, one per guest architecture and machine type, the "
+        "host architecture's default machine type first) instead of asking libvirt. "
+        "Only allowed with a 'test:///' connection_uri (libvirt's test driver cannot "
+        "answer virConnectGetDomainCapabilities), to replay a captured host.",
     ),
     cfg.StrOpt(
         "capabilities_file",
