@@ -78,6 +78,21 @@ def candidate_roots(base: str, spec: objects.RequestSpec) -> set[str]:
     Returns:
         Root provider UUIDs, one per host nova could be sent to.
     """
+    _candidates, summaries = _ask(base, spec)
+    return {s["root_provider_uuid"] for s in summaries.values()}
+
+
+def candidate_providers(base: str, spec: objects.RequestSpec) -> list[set[str]]:
+    """The providers of each allocation candidate nova gets for ``spec`` (UUIDs).
+
+    Args: as :func:`candidate_roots`.
+    """
+    candidates, _summaries = _ask(base, spec)
+    return [set(c["allocations"]) for c in candidates]
+
+
+def _ask(base: str, spec: objects.RequestSpec) -> tuple[list[dict], dict[str, dict]]:
+    """nova's filters, ResourceRequest and GET /allocation_candidates (module docstring)."""
     session = ks_session.Session(auth=None, additional_headers=dict(NOAUTH_HEADERS))
     adapter = ks_adapter.Adapter(
         session, service_type="placement", endpoint_override=base, raise_exc=False
@@ -90,4 +105,4 @@ def candidate_roots(base: str, spec: objects.RequestSpec) -> set[str]:
     candidates, summaries, _version = client.get_allocation_candidates(context, request)
     if candidates is None:
         raise AssertionError(f"GET /allocation_candidates failed for {spec.flavor.extra_specs}")
-    return {s["root_provider_uuid"] for s in summaries.values()}
+    return candidates, summaries
