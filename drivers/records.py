@@ -254,6 +254,8 @@ class HostResources:
         pci_devices: whole devices for passthrough.
         sriov_pfs: SR-IOV PFs.
         gpus: vGPU-capable physical GPUs.
+        image_cache_gb: disk the image cache takes on the instances' file
+            system, GiB rounded up (nova: reserved on DISK_GB by a workaround).
     """
 
     nodename: str
@@ -267,6 +269,7 @@ class HostResources:
     pci_devices: tuple[PciDevice, ...] = ()
     sriov_pfs: tuple[SriovPF, ...] = ()
     gpus: tuple[Gpu, ...] = ()
+    image_cache_gb: int = 0
 
     def pf_of_vf(self) -> dict[str, str]:
         """VF address -> its PF's address, for every configured VF."""

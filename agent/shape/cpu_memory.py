@@ -134,7 +134,11 @@ def disk_inventory(
 ) -> dict[str, Inventory]:
     """DISK_GB of the compute node; none when instance disks are on shared storage (4b).
 
-    ``reserved_host_disk_mb`` is reported in whole GiB, rounded up.
+    ``reserved_host_disk_mb`` is reported in whole GiB, rounded up, plus the
+    image cache's size when the driver measured it (nova's libvirt driver,
+    ``[workarounds] reserve_disk_resource_for_image_cache``); the cache's
+    share is capped so that reserved never exceeds the total (Placement
+    refuses that; a full disk is then all reserved).
 
     Raises:
         ConfigError: ``reserved_host_disk_mb`` exceeds the host's disk.
@@ -143,6 +147,7 @@ def disk_inventory(
         return {}
     reserved = math.ceil(policy.reserved_host_disk_mb / 1024)
     _check_reserved("reserved_host_disk_mb", "DISK_GB", reserved, host.disk_gb)
+    reserved = min(reserved + host.image_cache_gb, host.disk_gb)
     return {
         "DISK_GB": inventory("DISK_GB", host.disk_gb, reserved, ratio(host.nodename, "DISK_GB"))
     }

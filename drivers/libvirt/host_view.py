@@ -19,7 +19,7 @@ from oslo_config import cfg
 
 from drivers.errors import ConfigError
 from drivers.host.cpu import split_cpus
-from drivers.host.disk import discover_disk
+from drivers.host.disk import discover_disk, image_cache_gb
 from drivers.host.passthrough import discover_passthrough
 from drivers.host.settings import HostSettings
 from drivers.host.sriov import discover_sriov
@@ -123,6 +123,11 @@ class HostView:
                     f"driver, not with connection_uri {opts.connection_uri!r}; unset it"
                 )
         self.capabilities_file: str | None = opts.capabilities_file
+        self.image_cache: str | None = (
+            conf.image_cache.subdirectory_name
+            if conf.workarounds.reserve_disk_resource_for_image_cache
+            else None
+        )
         self.capability_traits = CapabilityTraits(conf, warn)
         self.connection = connection
         self.settings = settings
@@ -223,6 +228,11 @@ class HostView:
             pci_devices=discover_passthrough(devices.functions, self.settings.specs, gpu_addresses),
             sriov_pfs=discover_sriov(devices.functions, self.settings.specs, gpu_addresses),
             gpus=gpus,
+            image_cache_gb=(
+                image_cache_gb(self.settings.instances_path, self.image_cache)
+                if self.image_cache is not None and not disk.shared
+                else 0
+            ),
         )
         self.last = LibvirtHost(resources, caps, devices, features)
         return self.last

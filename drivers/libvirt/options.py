@@ -129,6 +129,35 @@ COMPUTE_OPTS: list[cfg.Opt] = [
 ]
 
 
+WORKAROUNDS_OPTS: list[cfg.Opt] = [
+    cfg.BoolOpt(
+        "reserve_disk_resource_for_image_cache",
+        default=False,
+        help="Nova's [workarounds] reserve_disk_resource_for_image_cache: DISK_GB's reserved "
+        "grows by the disk space the image cache ($instances_path/[image_cache] "
+        "subdirectory_name) takes, in whole GiB rounded up, measured every cycle; nothing "
+        "when the cache is on another file system than instances_path (nova's rule).",
+    ),
+]
+
+IMAGE_CACHE_OPTS: list[cfg.Opt] = [
+    cfg.StrOpt(
+        "subdirectory_name",
+        default="_base",
+        deprecated_name="image_cache_subdirectory_name",
+        deprecated_group="DEFAULT",
+        help="Nova's [image_cache] subdirectory_name: the image cache's folder under "
+        "instances_path, measured with [workarounds] reserve_disk_resource_for_image_cache.",
+    ),
+]
+
+
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
     """The libvirt driver's options by group (merged with the core's by agent.conf.config)."""
-    return [(GROUP, LIBVIRT_OPTS), ("DEFAULT", DEFAULT_OPTS), ("compute", COMPUTE_OPTS)]
+    return [
+        (GROUP, LIBVIRT_OPTS),
+        ("DEFAULT", DEFAULT_OPTS),
+        ("compute", COMPUTE_OPTS),
+        ("workarounds", WORKAROUNDS_OPTS),
+        ("image_cache", IMAGE_CACHE_OPTS),
+    ]
