@@ -256,6 +256,8 @@ class HostResources:
         gpus: vGPU-capable physical GPUs.
         image_cache_gb: disk the image cache takes on the instances' file
             system, GiB rounded up (nova: reserved on DISK_GB by a workaround).
+        pmem_namespaces: ``[libvirt] pmem_namespaces`` found on the host:
+            label -> namespace names.
     """
 
     nodename: str
@@ -270,6 +272,9 @@ class HostResources:
     sriov_pfs: tuple[SriovPF, ...] = ()
     gpus: tuple[Gpu, ...] = ()
     image_cache_gb: int = 0
+    pmem_namespaces: Mapping[str, tuple[str, ...]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
 
     def pf_of_vf(self) -> dict[str, str]:
         """VF address -> its PF's address, for every configured VF."""

@@ -17,6 +17,7 @@ import math
 import os_traits
 
 from agent.model.exceptions import ConfigError
+from agent.model.names import resource_class_name
 from agent.model.provider_tree import ProviderTree
 from agent.model.resources import Inventory
 from agent.shape.node_traits import cell_cpu_traits
@@ -126,6 +127,21 @@ def flat_cpu_memory(
         out["MEMORY_MB"] = inventory(
             "MEMORY_MB", host.memory_mb, reserved, ratio(node, "MEMORY_MB")
         )
+    return out
+
+
+def pmem_inventory(host: HostResources) -> dict[str, Inventory]:
+    """``CUSTOM_PMEM_NAMESPACE_{LABEL}`` of the compute node: one unit per namespace.
+
+    nova's libvirt driver (``_update_provider_tree_for_vpmems``): total =
+    max_unit = the label's namespaces, reserved 0, ratio 1; the class is
+    ``PMEM_NAMESPACE_{LABEL}`` normalised as a custom class.
+    """
+    out = {}
+    for label, names in host.pmem_namespaces.items():
+        if names:
+            rc = resource_class_name(f"PMEM_NAMESPACE_{label}")
+            out[rc] = inventory(rc, len(names))
     return out
 
 

@@ -29,7 +29,13 @@ import os_traits
 from agent.model import ownership
 from agent.model.exceptions import ConfigError
 from agent.model.provider_tree import ProviderTree
-from agent.shape.cpu_memory import Ratios, disk_inventory, flat_cpu_memory, numa_cell_specs
+from agent.shape.cpu_memory import (
+    Ratios,
+    disk_inventory,
+    flat_cpu_memory,
+    numa_cell_specs,
+    pmem_inventory,
+)
 from agent.shape.node_traits import is_capability_trait, is_managed_root_trait, root_traits
 from agent.shape.pci import pci_device_specs, sriov_pf_specs
 from agent.shape.policy import LayoutPolicy
@@ -72,6 +78,7 @@ def desired_providers(
     else:
         root.inventory.update(flat_cpu_memory(host, policy, ratio))
     root.inventory.update(disk_inventory(host, policy, ratio))
+    root.inventory.update(pmem_inventory(host))
     parent_of = _device_parent(host, numa)
     specs += sriov_pf_specs(host, policy, parent_of)
     specs += vgpu_specs(host, policy, parent_of)

@@ -83,6 +83,14 @@ LIBVIRT_OPTS: list[cfg.Opt] = [
         "user).",
     ),
     cfg.ListOpt(
+        "pmem_namespaces",
+        default=[],
+        help="Nova's [libvirt] pmem_namespaces: '$LABEL:$NSNAME[|$NSNAME]' entries; each "
+        "label is reported as CUSTOM_PMEM_NAMESPACE_$LABEL on the compute node, one unit "
+        "per namespace. Each namespace must exist on the host in device-DAX mode (read "
+        "from sysfs, as ndctl shows it); otherwise the agent refuses to start, as nova.",
+    ),
+    cfg.ListOpt(
         "hw_machine_type",
         help="Nova's [libvirt] hw_machine_type: 'arch=machine-type' pairs giving an "
         "architecture's default machine type (else nova's: pc for x86, virt for ARM, "
