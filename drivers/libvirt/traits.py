@@ -301,7 +301,10 @@ def capability_traits(
 
     Args:
         host_arch: the host CPU's ``<arch>`` (``x86_64``); "" when unknown.
-        arches: guest architectures (:func:`guest_arches`).
+        arches: guest architectures (:func:`guest_arches`): ``COMPUTE_ARCH_*``
+            and the vIOMMU models come from the architectures of ``domains``
+            (nova's ``_get_cpu_emulation_arch_traits``,
+            ``_get_iommu_model_traits``), from these when ``domains`` is empty.
         domains: the domain capabilities of every guest arch and machine
             type libvirt answered for, in the order asked (the host arch's
             default machine type first); empty when libvirt cannot give them
@@ -314,6 +317,10 @@ def capability_traits(
     """
     out = set(ALWAYS) | _image_type_traits(settings)
     out |= _known("HW_ARCH_", [host_arch] if host_arch else [])
-    out |= _known("COMPUTE_ARCH_", arches)
-    out |= _version_traits(lib_version, arches, settings.virt_type)
+    # nova reads both from the architectures it got domain capabilities for
+    # (a non-native arch refused with kvm counts not); the guest arches stand in
+    # when libvirt gives none at all (the test driver).
+    emulated = frozenset(d.arch for d in domains) or arches
+    out |= _known("COMPUTE_ARCH_", emulated)
+    out |= _version_traits(lib_version, emulated, settings.virt_type)
     return frozenset(out | _domain_traits(host_arch, domains, settings))

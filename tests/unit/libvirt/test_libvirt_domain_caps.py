@@ -175,3 +175,16 @@ def test_test_driver_with_swtpm_warns_that_no_tpm_is_reported(tmp_path):
     root = laid_out(driver).data("cn1").traits
     assert not any("_TPM_" in t for t in root)
     assert [w for w in driver.warnings if "swtpm_enabled" in w]
+
+
+def test_a_refused_arch_gives_no_arch_or_viommu_trait():
+    """nova: COMPUTE_ARCH_* and vIOMMU models from the arches with domain capabilities."""
+    x86 = [parse_domain_capabilities(Q35.read_text())]
+    guests = frozenset({"x86_64", "aarch64"})
+    traits = capability_traits("x86_64", guests, x86, 9_000_000, TraitSettings())
+    assert "COMPUTE_ARCH_X86_64" in traits and "COMPUTE_VIOMMU_MODEL_INTEL" in traits
+    assert "COMPUTE_ARCH_AARCH64" not in traits
+    assert "COMPUTE_VIOMMU_MODEL_SMMUV3" not in traits
+    # Without any domain capabilities (libvirt's test driver) the guest arches stand in.
+    fallback = capability_traits("x86_64", guests, [], 9_000_000, TraitSettings())
+    assert {"COMPUTE_ARCH_AARCH64", "COMPUTE_VIOMMU_MODEL_SMMUV3"} <= fallback
