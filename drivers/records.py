@@ -126,6 +126,11 @@ class PciDevice:
         resource_class: class to report; None means the default
             ``CUSTOM_PCI_{VENDOR}_{PRODUCT}``.
         traits: extra traits of its provider.
+        remote_managed: the device spec tags it ``remote_managed``.
+        live_migratable: the device spec tags it ``live_migratable``.
+        one_time_use: the device spec tags it ``one_time_use``.
+        in_use: an instance on this host holds it now (a domain's hostdev);
+            drivers fill it in only for ``one_time_use`` devices.
     """
 
     address: str
@@ -134,6 +139,10 @@ class PciDevice:
     numa_node: int | None = None
     resource_class: str | None = None
     traits: frozenset[str] = frozenset()
+    remote_managed: bool = False
+    live_migratable: bool = False
+    one_time_use: bool = False
+    in_use: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +164,8 @@ class SriovPF:
             ``CUSTOM_PCI_{VF VENDOR}_{VF PRODUCT}``).
         spec_traits: the device spec's own ``traits`` (without ``HW_NIC_*``
             the driver adds), for nova's PCI-in-placement providers.
+        remote_managed: the device spec tags its VFs ``remote_managed``.
+        live_migratable: the device spec tags its VFs ``live_migratable``.
     """
 
     address: str
@@ -168,6 +179,8 @@ class SriovPF:
     vf_product_id: str = ""
     resource_class: str | None = None
     spec_traits: frozenset[str] = frozenset()
+    remote_managed: bool = False
+    live_migratable: bool = False
 
     @property
     def num_vfs(self) -> int:
@@ -241,6 +254,10 @@ class HostResources:
         pci_devices: whole devices for passthrough.
         sriov_pfs: SR-IOV PFs.
         gpus: vGPU-capable physical GPUs.
+        image_cache_gb: disk the image cache takes on the instances' file
+            system, GiB rounded up (nova: reserved on DISK_GB by a workaround).
+        pmem_namespaces: ``[libvirt] pmem_namespaces`` found on the host:
+            label -> namespace names.
     """
 
     nodename: str
@@ -254,6 +271,10 @@ class HostResources:
     pci_devices: tuple[PciDevice, ...] = ()
     sriov_pfs: tuple[SriovPF, ...] = ()
     gpus: tuple[Gpu, ...] = ()
+    image_cache_gb: int = 0
+    pmem_namespaces: Mapping[str, tuple[str, ...]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
 
     def pf_of_vf(self) -> dict[str, str]:
         """VF address -> its PF's address, for every configured VF."""

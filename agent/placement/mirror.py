@@ -328,6 +328,9 @@ class Mirror:
             return endpoints.list_tree(self.client, held)
         if not create:
             return []
+        adopted = self._nova_node(nodename, stored)
+        if adopted:
+            return adopted
         uuid = stored or uuid or default_root_uuid(nodename)
         try:
             created = endpoints.create_provider(self.client, nodename, uuid)
@@ -339,6 +342,37 @@ class Mirror:
             ) from None
         LOG.info("created compute node %s as resource provider %s", nodename, uuid)
         return [{**created, _CREATED_HERE: True}]
+
+    def _nova_node(self, nodename: str, stored: str | None) -> list[ProviderRecord]:
+        """nova's compute node by its ``compute_id`` file, renamed ``nodename``; [] when none.
+
+        nova names a libvirt compute node after libvirt's hostname
+        (``getHostname()``), which need not be ``[DEFAULT] host``; its provider's
+        UUID is the one in nova's ``compute_id`` file
+        (:meth:`StateStore.nova_compute_id`). A root provider with that UUID is
+        this host's, whatever its name: it is renamed to ``nodename`` and taken
+        over (its inventories, traits and allocations kept), rather than a
+        second compute node being created beside it. Only when the state
+        records no UUID for ``nodename`` and none for another node.
+        """
+        nova_uuid = None if stored else self.state.nova_compute_id()
+        if nova_uuid is None or nova_uuid in self.state.root_uuids().values():
+            return []
+        listing = endpoints.list_tree(self.client, nova_uuid)
+        root = next((r for r in listing if r["uuid"] == nova_uuid), None)
+        if root is None or root["parent_provider_uuid"] is not None:
+            return []
+        LOG.warning(
+            "compute node %s: taking over nova's compute node %s (%s, from %s/compute_id): "
+            "renamed %s",
+            nodename,
+            root["name"],
+            nova_uuid,
+            self.state.path,
+            nodename,
+        )
+        endpoints.update_provider(self.client, nova_uuid, nodename, None)
+        return endpoints.list_tree(self.client, nova_uuid)
 
     def _remember_custom(self, tree: ProviderTree) -> None:
         # Names Placement already holds need no PUT /resource_classes or /traits.

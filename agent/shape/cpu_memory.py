@@ -17,6 +17,7 @@ import math
 import os_traits
 
 from agent.model.exceptions import ConfigError
+from agent.model.names import resource_class_name
 from agent.model.provider_tree import ProviderTree
 from agent.model.resources import Inventory
 from agent.shape.node_traits import cell_cpu_traits
@@ -129,12 +130,31 @@ def flat_cpu_memory(
     return out
 
 
+def pmem_inventory(host: HostResources) -> dict[str, Inventory]:
+    """``CUSTOM_PMEM_NAMESPACE_{LABEL}`` of the compute node: one unit per namespace.
+
+    nova's libvirt driver (``_update_provider_tree_for_vpmems``): total =
+    max_unit = the label's namespaces, reserved 0, ratio 1; the class is
+    ``PMEM_NAMESPACE_{LABEL}`` normalised as a custom class.
+    """
+    out = {}
+    for label, names in host.pmem_namespaces.items():
+        if names:
+            rc = resource_class_name(f"PMEM_NAMESPACE_{label}")
+            out[rc] = inventory(rc, len(names))
+    return out
+
+
 def disk_inventory(
     host: HostResources, policy: LayoutPolicy, ratio: Ratios
 ) -> dict[str, Inventory]:
     """DISK_GB of the compute node; none when instance disks are on shared storage (4b).
 
-    ``reserved_host_disk_mb`` is reported in whole GiB, rounded up.
+    ``reserved_host_disk_mb`` is reported in whole GiB, rounded up, plus the
+    image cache's size when the driver measured it (nova's libvirt driver,
+    ``[workarounds] reserve_disk_resource_for_image_cache``); the cache's
+    share is capped so that reserved never exceeds the total (Placement
+    refuses that; a full disk is then all reserved).
 
     Raises:
         ConfigError: ``reserved_host_disk_mb`` exceeds the host's disk.
@@ -143,6 +163,7 @@ def disk_inventory(
         return {}
     reserved = math.ceil(policy.reserved_host_disk_mb / 1024)
     _check_reserved("reserved_host_disk_mb", "DISK_GB", reserved, host.disk_gb)
+    reserved = min(reserved + host.image_cache_gb, host.disk_gb)
     return {
         "DISK_GB": inventory("DISK_GB", host.disk_gb, reserved, ratio(host.nodename, "DISK_GB"))
     }

@@ -29,8 +29,14 @@ import os_traits
 from agent.model import ownership
 from agent.model.exceptions import ConfigError
 from agent.model.provider_tree import ProviderTree
-from agent.shape.cpu_memory import Ratios, disk_inventory, flat_cpu_memory, numa_cell_specs
-from agent.shape.node_traits import is_capability_trait, is_managed_root_trait
+from agent.shape.cpu_memory import (
+    Ratios,
+    disk_inventory,
+    flat_cpu_memory,
+    numa_cell_specs,
+    pmem_inventory,
+)
+from agent.shape.node_traits import is_capability_trait, is_managed_root_trait, root_traits
 from agent.shape.pci import pci_device_specs, sriov_pf_specs
 from agent.shape.policy import LayoutPolicy
 from agent.shape.provider_names import numa_provider_name
@@ -65,17 +71,18 @@ def desired_providers(
     """
     ratio = Ratios(tree or ProviderTree(), policy)
     numa = policy.model_numa and bool(host.numa_cells)
-    root = ProviderSpec(host.nodename, None, {}, set(host.traits))
+    root = ProviderSpec(host.nodename, None, {}, root_traits(host))
     specs = [root]
     if numa:
         specs += numa_cell_specs(host, policy, ratio)
     else:
         root.inventory.update(flat_cpu_memory(host, policy, ratio))
     root.inventory.update(disk_inventory(host, policy, ratio))
+    root.inventory.update(pmem_inventory(host))
     parent_of = _device_parent(host, numa)
     specs += sriov_pf_specs(host, policy, parent_of)
     specs += vgpu_specs(host, policy, parent_of)
-    specs += pci_device_specs(host, policy, parent_of)
+    specs += pci_device_specs(host, policy, parent_of, tree or ProviderTree())
     if policy.resource_class_renames:
         _rename_classes(specs, dict(policy.resource_class_renames))
     return specs

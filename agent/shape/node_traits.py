@@ -26,7 +26,7 @@ from collections.abc import Iterable
 import os_traits
 
 from agent.model.ownership import LEGACY_OWNER_TRAIT
-from drivers.records import NumaCell
+from drivers.records import HostResources, NumaCell
 
 CAPABILITY_TRAITS: frozenset[str] = frozenset(
     {
@@ -97,6 +97,24 @@ def is_managed_root_trait(trait: str, owner_trait: str, capabilities: bool = Tru
     if is_capability_trait(trait):
         return capabilities
     return trait.startswith(HARDWARE_PREFIXES)
+
+
+def root_traits(host: HostResources) -> set[str]:
+    """The driver's compute-node traits, less ``COMPUTE_REMOTE_MANAGED_PORTS`` without a device.
+
+    nova's resource tracker (``_get_traits``,
+    ``_should_expose_remote_managed_ports_trait``) reports that trait only
+    when the driver supports it and a device is tagged ``remote_managed`` in
+    ``[pci] device_spec`` and present (``PciDeviceStats.has_remote_managed_device_pools``):
+    an SR-IOV PF offering VFs so tagged, or such a whole device.
+    """
+    traits = set(host.traits)
+    present = any(pf.remote_managed and pf.num_vfs for pf in host.sriov_pfs) or any(
+        dev.remote_managed for dev in host.pci_devices
+    )
+    if not present:
+        traits.discard(os_traits.COMPUTE_REMOTE_MANAGED_PORTS)
+    return traits
 
 
 def cell_cpu_traits(host_traits: Iterable[str], cell: NumaCell) -> frozenset[str]:

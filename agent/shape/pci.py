@@ -12,6 +12,7 @@ from __future__ import annotations
 import os_traits
 
 from agent.model.names import resource_class_name, trait_name
+from agent.model.provider_tree import ProviderTree
 from agent.shape.policy import LayoutPolicy
 from agent.shape.provider_names import (
     device_provider_name,
@@ -19,7 +20,7 @@ from agent.shape.provider_names import (
     uses_pci_placement,
 )
 from agent.shape.spec import ParentOf, ProviderSpec, inventory
-from drivers.records import HostResources, SriovPF
+from drivers.records import HostResources, PciDevice, SriovPF
 
 
 def sriov_pf_specs(
@@ -34,25 +35,61 @@ def sriov_pf_specs(
 
 
 def pci_device_specs(
-    host: HostResources, policy: LayoutPolicy, parent_of: ParentOf
+    host: HostResources, policy: LayoutPolicy, parent_of: ParentOf, tree: ProviderTree
 ) -> list[ProviderSpec]:
     """One provider per whole PCI device: one unit of its class, the spec's traits.
 
     With ``[pci] report_in_placement``: nova's PCI-in-placement provider
-    under the compute node, with ``COMPUTE_MANAGED_PCI_DEVICE``.
+    under the compute node (pci_placement_translator.py ``add_parent``),
+    with ``COMPUTE_MANAGED_PCI_DEVICE``, ``HW_PCI_LIVE_MIGRATABLE`` for a
+    ``live_migratable`` device and ``HW_PCI_ONE_TIME_USE`` for a
+    ``one_time_use`` one, whose reserved is :func:`one_time_use_reserved`.
+
+    Args:
+        tree: the tree as Placement holds it (a one-time-use device's reserved).
     """
     node = host.nodename
     specs = []
     for dev in host.pci_devices:
         rc = pci_resource_class(dev.vendor_id, dev.product_id, dev.resource_class)
         traits = {trait_name(t) for t in dev.traits}
+        reserved = 0
         if policy.pci_in_placement:
             name, parent = pci_placement_provider_name(node, dev.address), node
             traits.add(os_traits.COMPUTE_MANAGED_PCI_DEVICE)
+            if dev.live_migratable:
+                traits.add(os_traits.HW_PCI_LIVE_MIGRATABLE)
+            if dev.one_time_use:
+                traits.add(os_traits.HW_PCI_ONE_TIME_USE)
+                reserved = one_time_use_reserved(dev, tree, name, rc)
         else:
             name, parent = device_provider_name(node, dev.address), parent_of(dev.numa_node)
-        specs.append(ProviderSpec(name, parent, {rc: inventory(rc, 1)}, traits))
+        specs.append(ProviderSpec(name, parent, {rc: inventory(rc, 1, reserved)}, traits))
     return specs
+
+
+def one_time_use_reserved(dev: PciDevice, tree: ProviderTree, name: str, rc: str) -> int:
+    """A one-time-use device's reserved amount: all of it once used, else what Placement has.
+
+    nova (pci_placement_translator.py ``_handle_one_time_use``): while an
+    instance holds the device, reserved is set to the total (1); otherwise
+    nova sends no reserved, so the one in Placement stays: the device stays
+    reserved after its user is gone until an operator sets reserved to 0
+    (``openstack resource provider inventory set``), which is kept too.
+
+    Args:
+        dev: the device (``in_use``: a domain holds it now).
+        tree: the tree as Placement holds it.
+        name: its provider's name.
+        rc: its resource class.
+    """
+    if dev.in_use:
+        return 1
+    if tree.exists(name):
+        held = tree.data(name).inventory.get(rc)
+        if held is not None:
+            return min(held.reserved, 1)
+    return 0
 
 
 def _pf_spec(node: str, pf: SriovPF, policy: LayoutPolicy, parent: str) -> ProviderSpec:
@@ -64,12 +101,15 @@ def _pf_spec(node: str, pf: SriovPF, policy: LayoutPolicy, parent: str) -> Provi
     (pci_placement_translator.py ``PciResourceProvider.add_child``): under the
     compute node, class the spec's ``resource_class`` or
     ``CUSTOM_PCI_{VF VENDOR}_{VF PRODUCT}``, traits
-    ``COMPUTE_MANAGED_PCI_DEVICE`` and the spec's.
+    ``COMPUTE_MANAGED_PCI_DEVICE`` (``HW_PCI_LIVE_MIGRATABLE`` for
+    ``live_migratable`` VFs) and the spec's.
     """
     if uses_pci_placement(pf, policy):
         vendor, product = pf.vf_vendor_id or "0000", pf.vf_product_id or "0000"
         rc = pci_resource_class(vendor, product, pf.resource_class)
         traits = {trait_name(t) for t in pf.spec_traits} | {os_traits.COMPUTE_MANAGED_PCI_DEVICE}
+        if pf.live_migratable:
+            traits.add(os_traits.HW_PCI_LIVE_MIGRATABLE)
         name = pci_placement_provider_name(node, pf.address)
         return ProviderSpec(name, node, {rc: inventory(rc, pf.num_vfs)}, traits)
     traits = {trait_name(t) for t in pf.traits}

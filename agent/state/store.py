@@ -28,6 +28,8 @@ import uuid as uuidlib
 from pathlib import Path
 from typing import Any
 
+from agent.model.exceptions import ConfigError
+
 LOG = logging.getLogger(__name__)
 
 COMPUTE_NODES_FILE = "compute_nodes.json"
@@ -41,6 +43,13 @@ CONSUMERS_FILE = "consumers.json"
 
 CONSUMERS_COPY = "consumers.bak.json"
 """The same, written after it: read when ``consumers.json`` is lost or unreadable."""
+
+NOVA_COMPUTE_ID_FILE = "compute_id"
+"""nova-compute's node identity: the compute node's (and its provider's) UUID, one line.
+
+nova 34 (``nova/virt/node.py``) writes it in its ``[DEFAULT] state_path`` the
+first time a libvirt compute node starts and reads it on every start; the
+agent, run with nova.conf, shares that directory and reads it (never writes it)."""
 
 LAST_CYCLE_FILE = "last_cycle.json"
 """The service's last cycle: when, how long, outcome per node (``compute-agent status``)."""
@@ -203,6 +212,31 @@ class StateStore:
             for target in (name, *copies):
                 if not self._write(target, doc):
                     return
+
+    def nova_compute_id(self) -> str | None:
+        """The UUID in nova's ``compute_id`` file here, or None when there is none.
+
+        nova also looks next to its configuration files; the agent reads the
+        state directory only.
+
+        Raises:
+            ConfigError: the file holds no UUID (nova refuses to start then too).
+        """
+        path = self.path / NOVA_COMPUTE_ID_FILE
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                content = f.read(40)  # a UUID and some whitespace, as nova reads it
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise ConfigError(f"nova's node identity {path}: {exc.strerror}") from None
+        try:
+            return str(uuidlib.UUID(content.strip()))
+        except ValueError:
+            raise ConfigError(
+                f"nova's node identity {path} holds no UUID ({content.strip()[:40]!r}); "
+                "restore nova's compute node UUID there or remove the file"
+            ) from None
 
     def root_uuids(self) -> dict[str, str]:
         """``{nodename: UUID}`` of every compute node recorded; invalid entries are dropped."""

@@ -87,6 +87,11 @@ class DeviceSpec:
         resource_class: Placement resource class, or None (the default).
         traits: Placement trait names.
         trusted: the ``trusted`` tag.
+        remote_managed: the ``remote_managed`` tag (VFs of a SmartNIC/DPU whose
+            ports neutron manages remotely).
+        live_migratable: the ``live_migratable`` tag.
+        one_time_use: the ``one_time_use`` tag (nova reserves such a device
+            after its first user; needs ``[pci] report_in_placement``).
     """
 
     text: str
@@ -98,6 +103,9 @@ class DeviceSpec:
     resource_class: str | None = None
     traits: frozenset[str] = frozenset()
     trusted: bool = False
+    remote_managed: bool = False
+    live_migratable: bool = False
+    one_time_use: bool = False
 
     def matches(self, fn: PciFunction, netdevs: Iterable[str] = ()) -> bool:
         """True when ``fn`` fits every field the spec gives.
@@ -222,6 +230,9 @@ def _one(obj: object, text: str) -> DeviceSpec:
         resource_class=rc or None,
         traits=frozenset(traits_raw),
         trusted=_bool_tag(obj, "trusted"),
+        remote_managed=_bool_tag(obj, "remote_managed"),
+        live_migratable=_bool_tag(obj, "live_migratable"),
+        one_time_use=_bool_tag(obj, "one_time_use"),
     )
 
 

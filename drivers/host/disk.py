@@ -9,6 +9,7 @@ are not reported as DISK_GB on the compute node (compute-node-inventory.rst,
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -125,6 +126,34 @@ def mount_of(mounts: list[tuple[str, str, str]], path: str) -> tuple[str, str]:
         if (path == mnt or path.startswith(prefix)) and len(mnt) >= len(best[0]):
             best = (mnt, fstype)
     return best
+
+
+def image_cache_gb(instances_path: str, subdirectory: str) -> int:
+    """Disk the image cache takes, GiB rounded up, as nova measures it.
+
+    nova (``nova/virt/libvirt/imagecache.py`` ``get_disk_usage``,
+    ``_get_disk_size_reserved_for_image_cache``): the files directly in
+    ``instances_path/subdirectory``, by the blocks they occupy (``st_blocks``
+    * 512: cached images do not grow to their virtual size); 0 when the
+    cache is on another device than ``instances_path`` or cannot be read
+    (missing, or changing under the walk).
+
+    Args:
+        instances_path: ``[DEFAULT] instances_path``.
+        subdirectory: ``[image_cache] subdirectory_name``.
+    """
+    cache = os.path.join(instances_path, subdirectory)
+    try:
+        if os.stat(instances_path).st_dev != os.stat(cache).st_dev:
+            return 0
+        used = 0
+        for name in os.listdir(cache):
+            path = os.path.join(cache, name)
+            if os.path.isfile(path):
+                used += os.stat(path).st_blocks * 512
+    except OSError:
+        return 0
+    return math.ceil(used / 1024**3)
 
 
 def discover_disk(root: Root, instances_path: str, force_shared: bool = False) -> DiskInfo:

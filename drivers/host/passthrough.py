@@ -45,6 +45,9 @@ def discover_passthrough(
                 numa_node=fn.numa_node,
                 resource_class=spec.resource_class,
                 traits=spec.traits,
+                remote_managed=spec.remote_managed,
+                live_migratable=spec.live_migratable,
+                one_time_use=spec.one_time_use,
             )
         )
     return tuple(out)

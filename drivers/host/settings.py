@@ -54,12 +54,22 @@ def settings_from_conf(conf: cfg.ConfigOpts) -> HostSettings:
     """Read and check the host driver's options.
 
     Raises:
-        ConfigError: a CPU set or device spec does not parse, or the CPU sets
-            overlap (each message names the option and the text).
+        ConfigError: a CPU set or device spec does not parse, the CPU sets
+            overlap, or a spec tags ``one_time_use`` without ``[pci]
+            report_in_placement`` (nova's ``PciDeviceSpec`` refuses it: only
+            Placement's reserved amount keeps such a device from a second
+            user); each message names the option and the text.
     """
     dedicated = _cpu_option(conf, "cpu_dedicated_set")
     shared = _cpu_option(conf, "cpu_shared_set")
     check_cpu_sets(dedicated, shared)
+    specs = parse_device_specs(conf.pci.device_spec)
+    for spec in specs:
+        if spec.one_time_use and not conf.pci.report_in_placement:
+            raise ConfigError(
+                f"[pci] device_spec {spec.text}: one_time_use=true requires [pci] "
+                "report_in_placement = true (as nova); turn it on or drop the tag"
+            )
     return HostSettings(
         nodename=conf.host,
         sysfs_root=conf[GROUP].sysfs_root,
@@ -68,6 +78,6 @@ def settings_from_conf(conf: cfg.ConfigOpts) -> HostSettings:
         shared=shared,
         instances_path=conf.instances_path,
         shared_storage=conf.compute.shared_storage,
-        specs=parse_device_specs(conf.pci.device_spec),
+        specs=specs,
         enabled_mdev_types=tuple(conf.devices.enabled_mdev_types),
     )

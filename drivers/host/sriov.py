@@ -75,6 +75,8 @@ def discover_sriov(
                 vf_product_id=vf.product_id if vf is not None else "",
                 resource_class=spec.resource_class,
                 spec_traits=frozenset(spec.traits),
+                remote_managed=spec.remote_managed,
+                live_migratable=spec.live_migratable,
             )
         )
     return tuple(out)

@@ -17,6 +17,7 @@ from collections.abc import Collection
 from oslo_config import cfg
 
 from drivers.base import SingleNodeDriver
+from drivers.device_use import has_one_time_use, mark_in_use
 from drivers.host.settings import HostSettings, settings_from_conf
 from drivers.libvirt.connection import LibvirtConnection
 from drivers.libvirt.host_view import HostView, LibvirtHost
@@ -84,9 +85,17 @@ class LibvirtDriver(SingleNodeDriver):
             LibvirtCallError: a host-wide call failed (capabilities, node info,
                 device listing).
             ConfigError: the CPU sets name CPUs the host does not have online.
+
+        With a ``one_time_use`` device, the domains are read too, to tell
+        which such devices a domain holds (:mod:`drivers.device_use`).
         """
         self._check(nodename)
-        return self.discover().resources
+        resources = self.discover().resources
+        if has_one_time_use(resources):
+            # A one-time-use device stays reserved while a domain holds it (nova).
+            domains = self.instances.read(self.instances.list_domains())
+            resources = mark_in_use(resources, domains)
+        return resources
 
     def discover(self) -> LibvirtHost:
         """Read the host now, its warnings replacing the last read's.

@@ -19,8 +19,9 @@ from oslo_config import cfg
 
 from drivers.errors import ConfigError
 from drivers.host.cpu import split_cpus
-from drivers.host.disk import discover_disk
+from drivers.host.disk import discover_disk, image_cache_gb
 from drivers.host.passthrough import discover_passthrough
+from drivers.host.pmem import check_on_host, host_namespaces, parse_pmem_namespaces
 from drivers.host.settings import HostSettings
 from drivers.host.sriov import discover_sriov
 from drivers.host.sysfs import SysfsReader
@@ -123,6 +124,12 @@ class HostView:
                     f"driver, not with connection_uri {opts.connection_uri!r}; unset it"
                 )
         self.capabilities_file: str | None = opts.capabilities_file
+        self.pmem = parse_pmem_namespaces(opts.pmem_namespaces)
+        self.image_cache: str | None = (
+            conf.image_cache.subdirectory_name
+            if conf.workarounds.reserve_disk_resource_for_image_cache
+            else None
+        )
         self.capability_traits = CapabilityTraits(conf, warn)
         self.connection = connection
         self.settings = settings
@@ -191,7 +198,9 @@ class HostView:
             LibvirtConnectionError: libvirt cannot be reached (after backoff).
             LibvirtCallError: a host-wide call failed (capabilities, node info,
                 device listing).
-            ConfigError: the CPU sets name CPUs the host does not have online.
+            ConfigError: the CPU sets name CPUs the host does not have online,
+                or ``[libvirt] pmem_namespaces`` names a namespace the host
+                does not have in device-DAX mode.
         """
         conn = self.connection.get()
         caps = self._capabilities(conn)
@@ -204,6 +213,7 @@ class HostView:
             (c.max_siblings for c in caps.cells), default=int(info[7])
         )
         reader = SysfsReader(self.settings.sysfs_root)
+        pmem = check_on_host(self.pmem, host_namespaces(reader)) if self.pmem else {}
         disk = discover_disk(reader, self.settings.instances_path, self.settings.shared_storage)
         for line in reader.warnings:
             self._warn(line)
@@ -223,6 +233,12 @@ class HostView:
             pci_devices=discover_passthrough(devices.functions, self.settings.specs, gpu_addresses),
             sriov_pfs=discover_sriov(devices.functions, self.settings.specs, gpu_addresses),
             gpus=gpus,
+            pmem_namespaces=pmem,
+            image_cache_gb=(
+                image_cache_gb(self.settings.instances_path, self.image_cache)
+                if self.image_cache is not None and not disk.shared
+                else 0
+            ),
         )
         self.last = LibvirtHost(resources, caps, devices, features)
         return self.last

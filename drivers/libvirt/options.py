@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from oslo_config import cfg
+from oslo_config import cfg, types
 
 GROUP = "libvirt"
 
@@ -66,14 +66,45 @@ LIBVIRT_OPTS: list[cfg.Opt] = [
         "swtpm_enabled",
         default=False,
         help="Nova's [libvirt] swtpm_enabled: report COMPUTE_SECURITY_TPM_* for the TPM "
-        "models and versions libvirt's domain capabilities list.",
+        "models and versions libvirt's domain capabilities list, and the secret "
+        "security policies of supported_tpm_secret_security, when libvirt offers an "
+        "emulated TPM (virt_type qemu or kvm, TPM backend 'emulator'; else a warning "
+        "says why none is reported).",
     ),
-    cfg.StrOpt(
+    cfg.ListOpt(
+        "supported_tpm_secret_security",
+        default=["user", "host", "deployment"],
+        item_type=types.String(choices=("user", "host", "deployment")),
+        help="Nova's [libvirt] supported_tpm_secret_security: the vTPM secret security "
+        "policies this host accepts, each reported (with swtpm_enabled) as "
+        "COMPUTE_SECURITY_TPM_SECRET_SECURITY_{USER,HOST,DEPLOYMENT}, which nova's "
+        "scheduler requires of every vTPM server (request filter "
+        "tpm_secret_security_filter, from the flavor's hw:tpm_secret_security, default "
+        "user).",
+    ),
+    cfg.ListOpt(
+        "pmem_namespaces",
+        default=[],
+        help="Nova's [libvirt] pmem_namespaces: '$LABEL:$NSNAME[|$NSNAME]' entries; each "
+        "label is reported as CUSTOM_PMEM_NAMESPACE_$LABEL on the compute node, one unit "
+        "per namespace. Each namespace must exist on the host in device-DAX mode (read "
+        "from sysfs, as ndctl shows it); otherwise the agent refuses to start, as nova.",
+    ),
+    cfg.ListOpt(
+        "hw_machine_type",
+        help="Nova's [libvirt] hw_machine_type: 'arch=machine-type' pairs giving an "
+        "architecture's default machine type (else nova's: pc for x86, virt for ARM, "
+        "pseries for ppc64le, s390-ccw-virtio for s390x). The domain capabilities of "
+        "that machine type and of the canonical ones (pc, q35) of every guest "
+        "architecture give the storage-bus and video-model traits, as in nova.",
+    ),
+    cfg.ListOpt(
         "domain_capabilities_file",
-        help="Read the domain capabilities from this file (a saved 'virsh "
-        "domcapabilities' document) instead of asking libvirt. Only allowed with a "
-        "'test:///' connection_uri (libvirt's test driver cannot answer "
-        "virConnectGetDomainCapabilities), to replay a captured host.",
+        help="Read the domain capabilities from these files (saved 'virsh "
+        "domcapabilities' documents, one per guest architecture and machine type, the "
+        "host architecture's default machine type first) instead of asking libvirt. "
+        "Only allowed with a 'test:///' connection_uri (libvirt's test driver cannot "
+        "answer virConnectGetDomainCapabilities), to replay a captured host.",
     ),
     cfg.StrOpt(
         "capabilities_file",
@@ -106,6 +137,35 @@ COMPUTE_OPTS: list[cfg.Opt] = [
 ]
 
 
+WORKAROUNDS_OPTS: list[cfg.Opt] = [
+    cfg.BoolOpt(
+        "reserve_disk_resource_for_image_cache",
+        default=False,
+        help="Nova's [workarounds] reserve_disk_resource_for_image_cache: DISK_GB's reserved "
+        "grows by the disk space the image cache ($instances_path/[image_cache] "
+        "subdirectory_name) takes, in whole GiB rounded up, measured every cycle; nothing "
+        "when the cache is on another file system than instances_path (nova's rule).",
+    ),
+]
+
+IMAGE_CACHE_OPTS: list[cfg.Opt] = [
+    cfg.StrOpt(
+        "subdirectory_name",
+        default="_base",
+        deprecated_name="image_cache_subdirectory_name",
+        deprecated_group="DEFAULT",
+        help="Nova's [image_cache] subdirectory_name: the image cache's folder under "
+        "instances_path, measured with [workarounds] reserve_disk_resource_for_image_cache.",
+    ),
+]
+
+
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
     """The libvirt driver's options by group (merged with the core's by agent.conf.config)."""
-    return [(GROUP, LIBVIRT_OPTS), ("DEFAULT", DEFAULT_OPTS), ("compute", COMPUTE_OPTS)]
+    return [
+        (GROUP, LIBVIRT_OPTS),
+        ("DEFAULT", DEFAULT_OPTS),
+        ("compute", COMPUTE_OPTS),
+        ("workarounds", WORKAROUNDS_OPTS),
+        ("image_cache", IMAGE_CACHE_OPTS),
+    ]

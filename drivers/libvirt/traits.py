@@ -15,13 +15,17 @@ What libvirt answers:
   ``<arch>`` -> ``HW_ARCH_*``; each ``<guest><arch name=...>`` ->
   ``COMPUTE_ARCH_*`` (nova uses the architectures it gets domain
   capabilities for, which are these guests');
-* domain capabilities (``virConnectGetDomainCapabilities`` for the host
-  arch and ``[libvirt] virt_type``), parsed by
-  :func:`parse_domain_capabilities`: disk buses -> ``COMPUTE_STORAGE_BUS_*``,
-  video models -> ``COMPUTE_GRAPHICS_MODEL_*``, TPM models and backend
-  versions -> ``COMPUTE_SECURITY_TPM_*`` (only with ``[libvirt]
-  swtpm_enabled``), a secure-capable firmware loader ->
-  ``COMPUTE_SECURITY_UEFI_SECURE_BOOT``. A connection that cannot answer
+* domain capabilities (``virConnectGetDomainCapabilities`` for every guest
+  architecture and each of its machine types nova asks for, with ``[libvirt]
+  virt_type``: nova's ``Host.get_domain_capabilities``), parsed by
+  :func:`parse_domain_capabilities`: disk buses -> ``COMPUTE_STORAGE_BUS_*``
+  and video models -> ``COMPUTE_GRAPHICS_MODEL_*`` from all of them; from the
+  host architecture's, a secure-capable firmware loader ->
+  ``COMPUTE_SECURITY_UEFI_SECURE_BOOT`` (any machine type), TPM models and
+  backend versions -> ``COMPUTE_SECURITY_TPM_*`` and ``[libvirt]
+  supported_tpm_secret_security`` -> ``COMPUTE_SECURITY_TPM_SECRET_SECURITY_*``
+  (the first machine type; only with ``[libvirt] swtpm_enabled`` and a usable
+  emulated TPM, :func:`vtpm_problem`). A connection that cannot answer
   (libvirt's ``test:///`` driver) gives none of these;
 * libvirt's version (``virConnectGetLibVersion``): the version-gated ones
   (nova also checks QEMU's version for some; the agent checks libvirt's only).
@@ -33,7 +37,7 @@ status, not a capability).
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import os_traits
@@ -83,24 +87,36 @@ MIN_IGB = 9_003_000
 MIN_VIRTIO_SOUND = 10_004_000
 
 
+TPM_SECRET_SECURITY = ("user", "host", "deployment")
+"""``[libvirt] supported_tpm_secret_security`` values, nova's default (all of them)."""
+
+
 @dataclass(frozen=True, slots=True)
 class DomainCapabilities:
     """What ``virConnectGetDomainCapabilities`` says, as far as traits need it.
 
     Attributes:
         arch: the guest arch the answer is for (``x86_64``).
+        machine: the machine type it is for, as libvirt expands it
+            (``pc-q35-8.2``), or "" when the document names none.
         disk_buses: ``<devices><disk><enum name='bus'>`` values.
         video_models: ``<devices><video><enum name='modelType'>`` values.
+        tpm_supported: ``<devices><tpm supported='yes'>``.
         tpm_models: ``<devices><tpm><enum name='model'>`` values.
+        tpm_backend_models: ``<enum name='backendModel'>`` values
+            (``emulator`` is swtpm).
         tpm_versions: ``<enum name='backendVersion'>`` values, or None when
             libvirt does not list them (before 8.6.0: nova then assumes both).
         secure_boot: ``<os><loader>`` offers ``<enum name='secure'>`` ``yes``.
     """
 
     arch: str
+    machine: str = ""
     disk_buses: frozenset[str] = frozenset()
     video_models: frozenset[str] = frozenset()
+    tpm_supported: bool = False
     tpm_models: frozenset[str] = frozenset()
+    tpm_backend_models: frozenset[str] = frozenset()
     tpm_versions: frozenset[str] | None = None
     secure_boot: bool = False
 
@@ -114,6 +130,8 @@ class TraitSettings:
         images_type: ``[libvirt] images_type`` (``default``).
         force_raw_images: ``[DEFAULT] force_raw_images`` (True).
         swtpm_enabled: ``[libvirt] swtpm_enabled`` (False).
+        tpm_secret_security: ``[libvirt] supported_tpm_secret_security``
+            (``user``, ``host``, ``deployment``).
         image_type_exclude_list: ``[compute] image_type_exclude_list``.
     """
 
@@ -121,6 +139,7 @@ class TraitSettings:
     images_type: str = "default"
     force_raw_images: bool = True
     swtpm_enabled: bool = False
+    tpm_secret_security: tuple[str, ...] = TPM_SECRET_SECURITY
     image_type_exclude_list: tuple[str, ...] = ()
 
 
@@ -143,12 +162,16 @@ def parse_domain_capabilities(text: str) -> DomainCapabilities:
     devices = root.find("devices")
     dev = devices if devices is not None else ET.Element("devices")
     loader = root.find("os/loader")
+    tpm = dev.find("tpm")
     return DomainCapabilities(
         arch=(root.findtext("arch") or "").strip(),
+        machine=(root.findtext("machine") or "").strip(),
         disk_buses=_enum(dev.find("disk"), "bus") or frozenset(),
         video_models=_enum(dev.find("video"), "modelType") or frozenset(),
-        tpm_models=_enum(dev.find("tpm"), "model") or frozenset(),
-        tpm_versions=_enum(dev.find("tpm"), "backendVersion"),
+        tpm_supported=tpm is not None and tpm.get("supported", "yes") == "yes",
+        tpm_models=_enum(tpm, "model") or frozenset(),
+        tpm_backend_models=_enum(tpm, "backendModel") or frozenset(),
+        tpm_versions=_enum(tpm, "backendVersion"),
         secure_boot="yes" in (_enum(loader, "secure") or frozenset()),
     )
 
@@ -204,29 +227,73 @@ def _version_traits(version: int, arches: frozenset[str], virt_type: str) -> set
     return out | _known("COMPUTE_VIOMMU_MODEL_", viommu)
 
 
-def _domain_traits(dom: DomainCapabilities, s: TraitSettings) -> set[str]:
-    """Traits read from the domain capabilities of the host arch."""
-    out = _known("COMPUTE_STORAGE_BUS_", dom.disk_buses)
-    out |= _known("COMPUTE_GRAPHICS_MODEL_", dom.video_models)
-    if dom.secure_boot:
+def vtpm_problem(host_arch: str, domains: Sequence[DomainCapabilities], virt_type: str) -> str:
+    """Why an emulated TPM cannot be offered, or "" when it can.
+
+    nova's ``LibvirtDriver._check_vtpm_support`` (run at start with
+    ``[libvirt] swtpm_enabled``): ``virt_type`` must be qemu or kvm, and the
+    first domain capabilities of the host arch must list a supported TPM with
+    the ``emulator`` backend (``Host.supports_vtpm``). nova refuses to start
+    otherwise; the agent reports no TPM trait and says why.
+    """
+    if virt_type not in ("qemu", "kvm"):
+        return f"[libvirt] virt_type is {virt_type!r}; vTPM needs qemu or kvm"
+    first = _first_of(host_arch, domains)
+    if first is None:
+        return f"libvirt gave no domain capabilities for the host arch {host_arch or '?'}"
+    if not first.tpm_supported or "emulator" not in first.tpm_backend_models:
+        return (
+            f"libvirt's domain capabilities ({first.machine or first.arch}) offer no emulated TPM"
+        )
+    return ""
+
+
+def _first_of(host_arch: str, domains: Sequence[DomainCapabilities]) -> DomainCapabilities | None:
+    """The host arch's first domain capabilities (nova's ``tpm_models`` / ``tpm_versions``)."""
+    return next((d for d in domains if d.arch == host_arch), None)
+
+
+def _tpm_traits(
+    host_arch: str, domains: Sequence[DomainCapabilities], s: TraitSettings
+) -> set[str]:
+    """nova's ``_get_tpm_traits`` when swtpm is enabled and usable (:func:`vtpm_problem`)."""
+    first = _first_of(host_arch, domains)
+    if not s.swtpm_enabled or first is None or vtpm_problem(host_arch, domains, s.virt_type):
+        return set()
+    out = set()
+    if "tpm-tis" in first.tpm_models:
+        out.add(os_traits.COMPUTE_SECURITY_TPM_TIS)
+    if "tpm-crb" in first.tpm_models:
+        out.add(os_traits.COMPUTE_SECURITY_TPM_CRB)
+    versions = {"1.2", "2.0"} if first.tpm_versions is None else first.tpm_versions
+    if "2.0" in versions:
+        out.add(os_traits.COMPUTE_SECURITY_TPM_2_0)
+    if "1.2" in versions:
+        out.add(os_traits.COMPUTE_SECURITY_TPM_1_2)
+    security = {
+        "user": os_traits.COMPUTE_SECURITY_TPM_SECRET_SECURITY_USER,
+        "host": os_traits.COMPUTE_SECURITY_TPM_SECRET_SECURITY_HOST,
+        "deployment": os_traits.COMPUTE_SECURITY_TPM_SECRET_SECURITY_DEPLOYMENT,
+    }
+    return out | {security[p] for p in s.tpm_secret_security if p in security}
+
+
+def _domain_traits(
+    host_arch: str, domains: Sequence[DomainCapabilities], s: TraitSettings
+) -> set[str]:
+    """Traits read from the domain capabilities (module docstring: which from which)."""
+    buses = {b for d in domains for b in d.disk_buses}
+    out = _known("COMPUTE_STORAGE_BUS_", buses)
+    out |= _known("COMPUTE_GRAPHICS_MODEL_", {m for d in domains for m in d.video_models})
+    if any(d.secure_boot for d in domains if d.arch == host_arch):
         out.add(os_traits.COMPUTE_SECURITY_UEFI_SECURE_BOOT)
-    if s.swtpm_enabled:
-        if "tpm-tis" in dom.tpm_models:
-            out.add(os_traits.COMPUTE_SECURITY_TPM_TIS)
-        if "tpm-crb" in dom.tpm_models:
-            out.add(os_traits.COMPUTE_SECURITY_TPM_CRB)
-        versions = {"1.2", "2.0"} if dom.tpm_versions is None else dom.tpm_versions
-        if "2.0" in versions:
-            out.add(os_traits.COMPUTE_SECURITY_TPM_2_0)
-        if "1.2" in versions:
-            out.add(os_traits.COMPUTE_SECURITY_TPM_1_2)
-    return out
+    return out | _tpm_traits(host_arch, domains, s)
 
 
 def capability_traits(
     host_arch: str,
     arches: frozenset[str],
-    domain: DomainCapabilities | None,
+    domains: Sequence[DomainCapabilities],
     lib_version: int,
     settings: TraitSettings,
 ) -> frozenset[str]:
@@ -234,9 +301,14 @@ def capability_traits(
 
     Args:
         host_arch: the host CPU's ``<arch>`` (``x86_64``); "" when unknown.
-        arches: guest architectures (:func:`guest_arches`).
-        domain: the host arch's domain capabilities, or None when libvirt
-            cannot give them (then no bus, video, TPM or secure-boot trait).
+        arches: guest architectures (:func:`guest_arches`): ``COMPUTE_ARCH_*``
+            and the vIOMMU models come from the architectures of ``domains``
+            (nova's ``_get_cpu_emulation_arch_traits``,
+            ``_get_iommu_model_traits``), from these when ``domains`` is empty.
+        domains: the domain capabilities of every guest arch and machine
+            type libvirt answered for, in the order asked (the host arch's
+            default machine type first); empty when libvirt cannot give them
+            (then no bus, video, TPM or secure-boot trait).
         lib_version: ``virConnectGetLibVersion`` (e.g. 9000000 for 9.0.0).
         settings: the nova.conf options the rules read.
 
@@ -245,8 +317,10 @@ def capability_traits(
     """
     out = set(ALWAYS) | _image_type_traits(settings)
     out |= _known("HW_ARCH_", [host_arch] if host_arch else [])
-    out |= _known("COMPUTE_ARCH_", arches)
-    out |= _version_traits(lib_version, arches, settings.virt_type)
-    if domain is not None:
-        out |= _domain_traits(domain, settings)
-    return frozenset(out)
+    # nova reads both from the architectures it got domain capabilities for
+    # (a non-native arch refused with kvm counts not); the guest arches stand in
+    # when libvirt gives none at all (the test driver).
+    emulated = frozenset(d.arch for d in domains) or arches
+    out |= _known("COMPUTE_ARCH_", emulated)
+    out |= _version_traits(lib_version, emulated, settings.virt_type)
+    return frozenset(out | _domain_traits(host_arch, domains, settings))

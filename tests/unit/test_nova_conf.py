@@ -66,16 +66,23 @@ TABLE = [
     ("libvirt", "virt_type", "kvm", "qemu", "qemu"),
     ("libvirt", "images_type", "default", "rbd", "rbd"),
     ("libvirt", "swtpm_enabled", False, "true", True),
+    ("libvirt", "supported_tpm_secret_security", ["user", "host", "deployment"], "host", ["host"]),
+    ("libvirt", "hw_machine_type", None, "x86_64=q35", ["x86_64=q35"]),
+    ("libvirt", "pmem_namespaces", [], "128G:ns0|ns1", ["128G:ns0|ns1"]),
+    ("workarounds", "reserve_disk_resource_for_image_cache", False, "true", True),
+    ("image_cache", "subdirectory_name", "_base", "_base_10.0.0.5", "_base_10.0.0.5"),
     ("placement", "valid_interfaces", ["internal", "public"], "public", ["public"]),
     ("placement", "service_type", "placement", "placement", "placement"),
     ("placement", "region_name", None, "RegionTwo", "RegionTwo"),
     # Deprecated names nova still reads (oslo.config deprecated_opts).
     ("pci", "passthrough_whitelist", None, '{"vendor_id": "10de"}', None),
     ("devices", "enabled_vgpu_types", None, "nvidia-36", None),
+    ("DEFAULT", "image_cache_subdirectory_name", None, "_cache", None),
 ]
 ALIASES = {
     ("pci", "passthrough_whitelist"): ("pci", "device_spec", ['{"vendor_id": "10de"}']),
     ("devices", "enabled_vgpu_types"): ("devices", "enabled_mdev_types", ["nvidia-36"]),
+    ("DEFAULT", "image_cache_subdirectory_name"): ("image_cache", "subdirectory_name", "_cache"),
 }
 
 

@@ -63,7 +63,7 @@ V9_0 = {
 def test_every_trait_of_a_kvm_x86_host_with_domain_capabilities():
     dom = parse_domain_capabilities(DOMCAPS.read_text())
     traits = capability_traits(
-        "x86_64", frozenset({"x86_64", "i686"}), dom, 9_000_000, TraitSettings(swtpm_enabled=True)
+        "x86_64", frozenset({"x86_64", "i686"}), [dom], 9_000_000, TraitSettings(swtpm_enabled=True)
     )
     assert traits == ALWAYS | SOUND | KVM_VIF | V9_0 | {
         "HW_ARCH_X86_64",
@@ -83,6 +83,10 @@ def test_every_trait_of_a_kvm_x86_host_with_domain_capabilities():
         "COMPUTE_SECURITY_TPM_TIS",
         "COMPUTE_SECURITY_TPM_CRB",
         "COMPUTE_SECURITY_TPM_2_0",  # backendVersion lists 2.0 only
+        # [libvirt] supported_tpm_secret_security, nova's default: all three.
+        "COMPUTE_SECURITY_TPM_SECRET_SECURITY_USER",
+        "COMPUTE_SECURITY_TPM_SECRET_SECURITY_HOST",
+        "COMPUTE_SECURITY_TPM_SECRET_SECURITY_DEPLOYMENT",
     }
     assert "COMPUTE_STATUS_DISABLED" not in traits
 
@@ -90,17 +94,19 @@ def test_every_trait_of_a_kvm_x86_host_with_domain_capabilities():
 def test_nova_conf_rules_for_image_types_tpm_and_versions():
     dom = parse_domain_capabilities(DOMCAPS.read_text())
     rbd = TraitSettings(images_type="rbd", force_raw_images=False)
-    assert "COMPUTE_IMAGE_TYPE_QCOW2" not in capability_traits("x86_64", frozenset(), dom, 0, rbd)
+    assert "COMPUTE_IMAGE_TYPE_QCOW2" not in capability_traits("x86_64", frozenset(), [dom], 0, rbd)
     forced = TraitSettings(images_type="rbd")  # force_raw_images default True: qcow2 converted
-    assert "COMPUTE_IMAGE_TYPE_QCOW2" in capability_traits("x86_64", frozenset(), dom, 0, forced)
+    assert "COMPUTE_IMAGE_TYPE_QCOW2" in capability_traits("x86_64", frozenset(), [dom], 0, forced)
     excluded = TraitSettings(image_type_exclude_list=("iso", "qcow2"))
-    traits = capability_traits("x86_64", frozenset(), dom, 0, excluded)
+    traits = capability_traits("x86_64", frozenset(), [dom], 0, excluded)
     assert not {"COMPUTE_IMAGE_TYPE_ISO", "COMPUTE_IMAGE_TYPE_QCOW2"} & traits
     # swtpm_enabled off (nova's default): no TPM trait although libvirt offers them.
-    assert not any("_TPM_" in t for t in capability_traits("x86_64", frozenset(), dom, 0, excluded))
-    new = capability_traits("x86_64", frozenset(), None, 10_004_000, TraitSettings())
+    assert not any(
+        "_TPM_" in t for t in capability_traits("x86_64", frozenset(), [dom], 0, excluded)
+    )
+    new = capability_traits("x86_64", frozenset(), [], 10_004_000, TraitSettings())
     assert {"COMPUTE_NET_VIF_MODEL_IGB", "COMPUTE_SOUND_MODEL_VIRTIO"} <= new
-    old = capability_traits("x86_64", frozenset(), None, 7_000_000, TraitSettings())
+    old = capability_traits("x86_64", frozenset(), [], 7_000_000, TraitSettings())
     assert not {"COMPUTE_STORAGE_VIRTIO_FS", "COMPUTE_REMOTE_MANAGED_PORTS"} & old
 
 
@@ -110,8 +116,9 @@ def test_test_driver_gives_a_deterministic_answer_without_domain_capabilities(tm
     version = driver.connection.get().getLibVersion()
     root = laid_out(driver).data("cn1").traits
     capabilities = {t for t in root if t.startswith(("COMPUTE_", "HW_ARCH_"))}
-    expected = capability_traits("x86_64", frozenset({"x86_64"}), None, version, TraitSettings())
-    assert capabilities == expected | {"COMPUTE_NODE"}
+    expected = capability_traits("x86_64", frozenset({"x86_64"}), [], version, TraitSettings())
+    # COMPUTE_REMOTE_MANAGED_PORTS needs a remote_managed device too (nova's resource tracker).
+    assert capabilities == expected - {"COMPUTE_REMOTE_MANAGED_PORTS"} | {"COMPUTE_NODE"}
     assert ALWAYS | KVM_VIF | {"HW_ARCH_X86_64", "COMPUTE_ARCH_X86_64"} <= capabilities
     assert not any(t.startswith(("COMPUTE_STORAGE_BUS_", "COMPUTE_GRAPHICS_")) for t in root)
     assert driver.warnings == []  # an unsupported API is not the operator's fault
