@@ -16,6 +16,7 @@ import pytest
 
 from agent.model.exceptions import ConfigError
 from agent.model.provider_tree import ProviderTree
+from agent.shape.adapter import adapt
 from tests.helpers.libvirt_fixtures import ROOT_UUID, laid_out, libvirt_driver, tree_view
 
 PF = '{{"devname": "ens2f0"{tags}}}'
@@ -70,14 +71,14 @@ def test_a_one_time_use_device_is_reserved_while_held_and_after_until_cleared(tm
     for placed, expected in ((1, 1), (0, 0)):
         tree = ProviderTree()
         tree.new_root("cn1", ROOT_UUID)
-        driver.update_provider_tree(tree, "cn1")
+        adapt(driver).update_provider_tree(tree, "cn1")
         free = dict(tree.data(FREE).inventory)
         free["CUSTOM_PCI_8086_0A54"] = replace(free["CUSTOM_PCI_8086_0A54"], reserved=placed)
         tree.update_inventory(FREE, free)
         held = dict(tree.data(HELD).inventory)
         held["CUSTOM_PCI_8086_0A54"] = replace(held["CUSTOM_PCI_8086_0A54"], reserved=0)
         tree.update_inventory(HELD, held)
-        driver.update_provider_tree(tree, "cn1")
+        adapt(driver).update_provider_tree(tree, "cn1")
         assert tree.data(FREE).inventory["CUSTOM_PCI_8086_0A54"].reserved == expected
         assert tree.data(HELD).inventory["CUSTOM_PCI_8086_0A54"].reserved == 1
 
