@@ -9,7 +9,9 @@
   site; the licence the instance holds is never dropped by the agent's audit,
   even when the agent rewrites the instance's differing allocation.
 * A file adding a class the driver reports, or a malformed one, is refused with
-  one line naming the file and the key (``compute-agent`` exits 2).
+  one line naming the file and the key (``compute-agent discover`` and ``run``
+  exit 2); on reload the running configuration stays, and a good file then
+  takes effect.
 * An operator's trait on a child provider (nova's vGPU guide: one per physical
   GPU) survives cycles and a restart; the mdev type trait the agent laid out
   there goes when the GPU's type changes; nova's scheduler sees both.
@@ -19,21 +21,27 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import uuid
 from pathlib import Path
 
 import pytest
 import requests
 
+from agent.conf import config as agent_config
 from agent.placement.report import ReportClient
+from agent.service.daemon import Service
 from agent.state.store import StateStore
 from agent.tracker.cycle import ResourceTracker
 from drivers.fake import FakeDriver
 from tests.helpers.conf import make_conf
+from tests.helpers.hosts import BIG_HOST, HostDescription
+from tests.helpers.names import unique
 from tests.helpers.nova_client import Flavor, Nova, NovaCallFailed
 from tests.helpers.nova_cloud import PROJECT, USER, Host
 from tests.helpers.paths import REPO
 from tests.helpers.placement_http import HEADERS, http_get
+from tests.helpers.service import wait_for
 from tests.helpers.tracker import Setup
 
 PROVIDER_YAML = """\
@@ -130,7 +138,8 @@ providers:
         ("meta: {schema_version: '1.0'}\nproviders: [{identification: {}}]\n", "providers.0"),
     ],
 )
-def test_a_bad_file_is_refused_in_one_line_naming_it(tmp_path, text, says):
+@pytest.mark.parametrize("command", [("discover",), ("run", "--once")])
+def test_a_bad_file_is_refused_in_one_line_naming_it(tmp_path, text, says, command):
     """The driver's class on the device's provider, and a malformed file: exit 2."""
     configs = tmp_path / "provider_config"
     configs.mkdir()
@@ -143,7 +152,7 @@ def test_a_bad_file_is_refused_in_one_line_naming_it(tmp_path, text, says):
         f"[fake]\nhost_file = {REPO / 'examples/big-host.yaml'}\n"
     )
     result = subprocess.run(
-        [sys.executable, "-m", "agent.cli", "discover", "--config", str(conf)],
+        [sys.executable, "-m", "agent.cli", *command, "--config", str(conf)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -206,3 +215,48 @@ def _vgpu(*traits: str) -> Flavor:
     return Flavor(
         2, 2048, 10, (("resources:VGPU", "1"), *((f"trait:{t}", "required") for t in traits))
     )
+
+
+def test_a_reload_with_a_bad_file_keeps_the_running_configuration(tmp_path, embedded):
+    """SIGHUP's path (Service.reload): a refused file leaves the previous components
+    running (the licence stays as it was); a good one then takes effect."""
+    nodename = unique("pc")
+    host = HostDescription.load(BIG_HOST).rename(nodename).write(tmp_path / "host.yaml")
+    configs = tmp_path / "provider_config"
+    configs.mkdir()
+    licences = configs / "licences.yaml"
+    licences.write_text(PROVIDER_YAML)
+    ini = tmp_path / "c.conf"
+    ini.write_text(
+        f"[DEFAULT]\nstate_path = {tmp_path / 'state'}\nupdate_interval = 1\n"
+        f"update_jitter = 0\n[compute]\ndriver = fake\nprovider_config_location = {configs}\n"
+        f"[metrics]\nlisten =\n[fake]\nhost_file = {host}\n"
+        f"[placement]\nauth_type = admin_token\nendpoint = {embedded.url}\ntoken = admin\n"
+        "noauth_roles = admin,service\n"
+    )
+    service = Service(lambda: agent_config.load([str(ini)]), install_signals=False)
+    thread = threading.Thread(target=service.run, daemon=True)
+    thread.start()
+
+    def licence_total() -> int | None:
+        found = http_get(embedded.url, "/resource_providers", name=nodename)
+        if not found["resource_providers"]:
+            return None
+        root = found["resource_providers"][0]["uuid"]
+        inventories = http_get(embedded.url, f"/resource_providers/{root}/inventories")
+        return inventories["inventories"].get("CUSTOM_LICENSE_WINDOWS", {}).get("total")
+
+    try:
+        wait_for("the licence", lambda: licence_total() == 2)
+        licences.write_text(PROVIDER_YAML.replace("CUSTOM_LICENSE_WINDOWS", "VCPU"))
+        service.reload()
+        cycles = service.cycles
+        wait_for("two cycles after the refused reload", lambda: service.cycles >= cycles + 2)
+        assert service.last_outcome is not None and service.last_outcome.ok
+        assert licence_total() == 2
+        licences.write_text(PROVIDER_YAML.replace("total: 2", "total: 5"))
+        service.reload()
+        wait_for("the new licence count", lambda: licence_total() == 5)
+    finally:
+        service.stop()
+        thread.join(30)
