@@ -158,7 +158,8 @@ class ProviderConfig:
 def load_provider_configs(directory: str) -> tuple[ProviderConfig, ...]:
     """Every provider entry of ``directory``'s ``*.yaml`` files, files in name order.
 
-    A missing or empty directory gives none (nova logs it and goes on).
+    A missing or empty directory gives none (nova logs it and goes on; here at debug
+    level, the directory being read at every configuration load).
 
     Raises:
         ConfigError: one line naming the file and what is wrong: unreadable,
@@ -169,7 +170,7 @@ def load_provider_configs(directory: str) -> tuple[ProviderConfig, ...]:
     seen: dict[str, str] = {}
     paths = sorted(glob.glob(os.path.join(directory, "*.yaml")))
     if not paths:
-        LOG.info("no provider config files in %s", directory)
+        LOG.debug("no provider config files in %s", directory)
     for path in paths:
         for entry in _read_file(path):
             if entry.key in seen:

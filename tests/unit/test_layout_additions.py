@@ -34,6 +34,12 @@ POLICY = LayoutPolicy(enabled_mdev_types=("nvidia-35",))
 LICENSE = Inventory(total=8, resource_class="CUSTOM_LICENSE_WINDOWS")
 
 
+@pytest.fixture(autouse=True)
+def _fresh_memory(monkeypatch):
+    """Each test a new process: children's UUIDs derive from ROOT, shared by other tests."""
+    monkeypatch.setattr("agent.shape.layout._laid_out", {})
+
+
 def build(policy: LayoutPolicy = POLICY, tree: ProviderTree | None = None, h=HOST):
     tree = tree or ProviderTree()
     if not tree.exists("cn"):
