@@ -2,12 +2,14 @@
 
 nova's side: ``LibvirtDriver.update_provider_tree`` and the resource tracker's traits
 (``ResourceTracker._get_traits``) run by nova's own code on nova's fakelibvirt
+and, with ``[pci] report_in_placement``, its PCI-in-placement providers
 (:mod:`tests.helpers.nova_libvirt`, in a process of its own). The agent's side: its
-libvirt driver on libvirt's test driver with ``tests/fixtures/libvirt/nova-fakelibvirt``,
-the capabilities, domain capabilities, node info and node devices that the same
-fakelibvirt connection serves (written by ``python -m tests.helpers.nova_libvirt
-fixture``). Same configuration on both sides: ``[devices] enabled_mdev_types =
-nvidia-11``, ``reserved_host_memory_mb = 512``, one instances path, one libvirt version.
+libvirt driver on libvirt's test driver with the capabilities, domain capabilities,
+node info and node devices that the same fakelibvirt connection serves
+(``tests/fixtures/libvirt/nova-fakelibvirt*``, written by ``python -m
+tests.helpers.nova_libvirt fixture``). Two hosts (``SCENARIOS``: vGPUs; PCI devices and
+VFs in placement), each with the same configuration on both sides (the scenario's
+options, ``reserved_host_memory_mb = 512``, one instances path, one libvirt version).
 
 Compared provider by provider: every resource class and inventory field, every trait.
 Each difference must be a row of the table "What nova 34 reports, what the agent
@@ -27,23 +29,30 @@ from pathlib import Path
 import libvirt
 
 from agent.model.provider_tree import ProviderTree
+from agent.model.resources import MAX_INT
 from drivers.libvirt import LibvirtDriver
 from tests.helpers.libvirt_fixtures import make_conf
-from tests.helpers.nova_libvirt import MDEV_TYPES, NODENAME
+from tests.helpers.nova_libvirt import NODENAME, SCENARIOS, Scenario
 from tests.helpers.paths import LIBVIRT, REPO
 
-FIXTURE = "nova-fakelibvirt"
 TABLE = "### What nova 34 reports, what the agent reports"
+PLACEMENT_DEFAULTS = {
+    "reserved": 0,
+    "min_unit": 1,
+    "max_unit": MAX_INT,
+    "step_size": 1,
+    "allocation_ratio": 1.0,
+}
 FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")
 
 Report = dict[str, dict[str, dict]]
 
 
-def nova_report(instances: Path) -> Report:
+def nova_report(name: str, instances: Path) -> Report:
     done = subprocess.run(
         [
             *(sys.executable, "-W", "ignore", "-m", "tests.helpers.nova_libvirt"),
-            *("report", str(instances), str(libvirt.getVersion())),
+            *("report", name, str(instances), str(libvirt.getVersion())),
         ],
         capture_output=True,
         text=True,
@@ -52,23 +61,28 @@ def nova_report(instances: Path) -> Report:
         check=False,
     )
     assert done.returncode == 0, done.stderr
+    # A field nova leaves out is Placement's default (PUT .../inventories).
     return {
-        name: {"inventory": p["inventory"], "traits": set(p["traits"])}
+        name: {
+            "inventory": {rc: {**PLACEMENT_DEFAULTS, **inv} for rc, inv in p["inventory"].items()},
+            "traits": set(p["traits"]),
+        }
         for name, p in json.loads(done.stdout).items()
     }
 
 
-def agent_report(tmp_path: Path, instances: Path) -> Report:
+def agent_report(scenario: Scenario, tmp_path: Path, instances: Path) -> Report:
+    fixture = scenario.fixture
     conf = make_conf(
         tmp_path,
-        FIXTURE,
+        fixture,
         DEFAULT={
             "host": NODENAME,
             "reserved_host_memory_mb": 512,
             "instances_path": str(instances),
         },
-        libvirt={"domain_capabilities_file": str(LIBVIRT / FIXTURE / "domcapabilities.xml")},
-        devices={"enabled_mdev_types": MDEV_TYPES},
+        libvirt={"domain_capabilities_file": str(LIBVIRT / fixture / "domcapabilities.xml")},
+        **scenario.options,
     )
     tree = ProviderTree()
     tree.new_root(NODENAME, "00000000-0000-0000-0000-0000000000c1")
@@ -87,7 +101,8 @@ def agent_report(tmp_path: Path, instances: Path) -> Report:
 def kind(name: str) -> str:
     """The provider's name as docs/tree-shape.md writes it (``{nodename}_pci_{address}``)."""
     name = name.replace(NODENAME, "{nodename}", 1)
-    return re.sub(r"_pci_[0-9a-f]{4}_[0-9a-f]{2}_[0-9a-f]{2}_[0-9a-f]$", "_pci_{address}", name)
+    name = re.sub(r"_pci_[0-9a-f]{4}_[0-9a-f]{2}_[0-9a-f]{2}_[0-9a-f]$", "_pci_{address}", name)
+    return re.sub(r"_[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$", "_{ADDRESS}", name)
 
 
 def differences(nova: Report, agent: Report) -> dict[tuple[str, str], tuple[str, str]]:
@@ -136,15 +151,18 @@ def documented() -> dict[tuple[str, str], tuple[str, str]]:
 
 
 def test_every_difference_with_novas_libvirt_driver_is_explained(tmp_path):
-    instances = tmp_path / "instances"
-    instances.mkdir()
-    nova = nova_report(instances)
-    agent = agent_report(tmp_path, instances)
-    # The comparison is meaningful: both trees have the compute node and the two GPUs.
-    assert set(nova) == set(agent) and len(nova) == 3
-    seen = differences(nova, agent)
+    seen: dict[tuple[str, str], tuple[str, str]] = {}
+    for name, scenario in SCENARIOS.items():
+        instances = tmp_path / name / "instances"
+        instances.mkdir(parents=True)
+        nova = nova_report(name, instances)
+        agent = agent_report(scenario, tmp_path / name, instances)
+        # The comparison is meaningful: the compute node and its children on both sides.
+        assert NODENAME in nova and len(nova) >= 3, (name, sorted(nova))
+        for key, values in differences(nova, agent).items():
+            assert seen.setdefault(key, values) == values, (name, key, values, seen[key])
     table = documented()
     unexplained = {k: v for k, v in seen.items() if table.get(k) != v}
     stale = {k: v for k, v in table.items() if k not in seen}
     assert not unexplained, f"differences missing from docs/tree-shape.md's table: {unexplained}"
-    assert not stale, f"rows of docs/tree-shape.md's table this host does not show: {stale}"
+    assert not stale, f"rows of docs/tree-shape.md's table these hosts do not show: {stale}"
