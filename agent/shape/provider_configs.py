@@ -62,6 +62,8 @@ def apply_provider_configs(
             if explicit:
                 continue
             spec = root
+        elif tree is None and config.name is None:
+            continue  # a UUID names nothing without Placement's tree (the start-up check)
         else:
             spec = by_name.get(_name_of(tree, config))
             if spec is None:
