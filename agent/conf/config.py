@@ -20,6 +20,7 @@ from oslo_config import cfg
 
 from agent.conf import logs, nova_conf
 from agent.conf.catalog import list_opts
+from agent.conf.provider_config import load_provider_configs
 from agent.model.exceptions import ConfigError
 from agent.model.names import is_standard_resource_class
 
@@ -86,6 +87,7 @@ def validate(conf: cfg.ConfigOpts) -> None:
             )
     resource_class_renames(conf)
     owner_trait(conf)
+    load_provider_configs(conf.compute.provider_config_location)
     mdev_addresses(conf)
     mdev_classes(conf)
 

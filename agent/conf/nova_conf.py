@@ -151,9 +151,6 @@ def _known(opts: Iterable[tuple[str, Iterable[cfg.Opt]]]) -> set[tuple[str, str]
 
 NOT_READ = {
     ("DEFAULT", "vcpu_pin_set"): "nova's deprecated VCPU set; use [compute] cpu_shared_set",
-    ("compute", "provider_config_location"): (
-        "nova adds the inventories and traits of its provider.yaml files; the agent does not"
-    ),
     ("libvirt", "file_backed_memory"): (
         "nova reports MEMORY_MB as the backing file's size; the agent reports RAM"
     ),

@@ -126,6 +126,17 @@ COMPUTE_OPTS: list[cfg.Opt] = [
         "CUSTOM_ trait. Providers carrying CUSTOM_OWNER_COMPUTE_AGENT (earlier agents) "
         "are taken over (docs/deployment.md).",
     ),
+    cfg.StrOpt(
+        "provider_config_location",
+        default="/etc/nova/provider_config/",
+        help="Nova's option: directory of provider config files (*.yaml, nova's schema "
+        "1.0) adding custom inventories and traits to the providers of the tree: "
+        "identification uuid or name $COMPUTE_NODE for every compute node, else a "
+        "provider's name or UUID. A file that is malformed, or adds a class or trait the "
+        "driver reports on that provider, is refused naming the file and the key "
+        "(exit 2 at start and on reload). A missing directory adds nothing "
+        "(docs/tree-shape.md).",
+    ),
     cfg.ListOpt(
         "resource_class_renames",
         default=[],

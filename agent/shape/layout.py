@@ -36,9 +36,15 @@ from agent.shape.cpu_memory import (
     numa_cell_specs,
     pmem_inventory,
 )
-from agent.shape.node_traits import is_capability_trait, is_managed_root_trait, root_traits
+from agent.shape.node_traits import (
+    is_capability_trait,
+    is_managed_child_trait,
+    is_managed_root_trait,
+    root_traits,
+)
 from agent.shape.pci import pci_device_specs, sriov_pf_specs
 from agent.shape.policy import LayoutPolicy
+from agent.shape.provider_configs import apply_provider_configs
 from agent.shape.provider_names import numa_provider_name
 from agent.shape.spec import ParentOf, ProviderSpec
 from agent.shape.vgpu import vgpu_specs
@@ -67,7 +73,9 @@ def desired_providers(
         A list of :class:`ProviderSpec`, the compute node first.
 
     Raises:
-        ConfigError: a ``reserved_host_*`` option exceeds what the host has.
+        ConfigError: a ``reserved_host_*`` option exceeds what the host has,
+            or a provider config file adds what the driver reports
+            (:mod:`agent.shape.provider_configs`).
     """
     ratio = Ratios(tree or ProviderTree(), policy)
     numa = policy.model_numa and bool(host.numa_cells)
@@ -85,6 +93,7 @@ def desired_providers(
     specs += pci_device_specs(host, policy, parent_of, tree or ProviderTree())
     if policy.resource_class_renames:
         _rename_classes(specs, dict(policy.resource_class_renames))
+    apply_provider_configs(specs, policy.provider_configs, tree, policy.owner_trait)
     return specs
 
 
@@ -134,7 +143,10 @@ def apply_layout(tree: ProviderTree, host: HostResources, policy: LayoutPolicy) 
     layout wants under a name such a child holds is not reported, and a
     warning says so once per process.
     Operator-set traits on the compute node outside
-    :func:`agent.shape.node_traits.is_managed_root_trait` are kept; aggregates are never touched.
+    :func:`agent.shape.node_traits.is_managed_root_trait` are kept, and so
+    are those on a child the agent did not lay out there (:func:`_traits`);
+    aggregates are never touched. Provider config files' inventories and
+    traits are laid out with the driver's (:mod:`agent.shape.provider_configs`).
 
     Raises:
         ProviderNotFound: the compute node is not in the tree.
@@ -188,11 +200,31 @@ def _remove_unwanted(
     return moved
 
 
+_laid_out: dict[str, frozenset[str]] = {}
+"""Provider UUID -> the traits this process last laid out on that child provider."""
+
+
 def _traits(tree: ProviderTree, spec: ProviderSpec, owner: str) -> set[str]:
-    """What ``spec``'s provider carries: a child, its traits and the owner trait; the
-    compute node also ``COMPUTE_NODE`` and every trait the agent does not decide."""
+    """What ``spec``'s provider carries: its traits and the owner trait, and every trait
+    the agent does not decide there; the compute node also ``COMPUTE_NODE``.
+
+    On a child, a trait is the agent's when
+    :func:`agent.shape.node_traits.is_managed_child_trait` says so or when this
+    process laid it out there before (:data:`_laid_out`): the three-way merge
+    of what Placement holds against what the agent last wanted, so a trait an
+    operator set survives and one the agent set and no longer wants goes.
+    """
     if spec.parent is not None:
-        return spec.traits | {owner}
+        p = tree.data(spec.name)
+        before = _laid_out.get(p.uuid, frozenset())
+        wanted = spec.traits | {owner}
+        _laid_out[p.uuid] = frozenset(wanted)
+        kept = {
+            t
+            for t in p.traits
+            if t not in before and not is_managed_child_trait(t, owner, spec.decides)
+        }
+        return kept | wanted
     capabilities = any(is_capability_trait(t) for t in spec.traits)
     kept = {
         t for t in tree.data(spec.name).traits if not is_managed_root_trait(t, owner, capabilities)

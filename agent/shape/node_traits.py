@@ -117,6 +117,28 @@ def root_traits(host: HostResources) -> set[str]:
     return traits
 
 
+CHILD_PREFIXES: tuple[str, ...] = ("HW_", "COMPUTE_", "CUSTOM_PHYSNET_")
+"""Trait families the layout puts on child providers (``HW_NUMA_ROOT``, ``HW_CPU_*``,
+``HW_NIC_*``, ``COMPUTE_MANAGED_PCI_DEVICE``, physnet traits): the agent's wherever found."""
+
+
+def is_managed_child_trait(trait: str, owner_trait: str, decides: frozenset[str]) -> bool:
+    """True when the agent decides ``trait`` on a child provider it lays out.
+
+    The owner traits, the families of :data:`CHILD_PREFIXES` and ``decides``
+    (:attr:`agent.shape.spec.ProviderSpec.decides`, e.g. a GPU's mdev type
+    traits) are the agent's: removed when the layout no longer wants them,
+    whoever put them there. Any other trait (``CUSTOM_GOLD_GPU``, set per GPU
+    as nova's vGPU guide tells operators) is the agent's only when the agent
+    itself laid it out (:func:`agent.shape.layout.apply_layout` remembers
+    that); otherwise it is an operator's and kept (docs/tree-shape.md,
+    "Traits on child providers").
+    """
+    if trait in (owner_trait, LEGACY_OWNER_TRAIT) or trait in decides:
+        return True
+    return trait.startswith(CHILD_PREFIXES)
+
+
 def cell_cpu_traits(host_traits: Iterable[str], cell: NumaCell) -> frozenset[str]:
     """The host's CPU traits (``HW_CPU_*``) that ``cell`` carries too when it supplies CPUs.
 

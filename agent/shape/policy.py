@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from oslo_config import cfg
 
 from agent.conf import config as agent_config
+from agent.conf.provider_config import ProviderConfig, load_provider_configs
 from agent.model import ownership
 
 
@@ -35,6 +36,9 @@ class LayoutPolicy:
         owner_trait: ``[compute] owner_trait``, on every provider laid out.
         pci_in_placement: ``[pci] report_in_placement``: whole devices and
             VFs without a physnet get nova's PCI-in-placement providers.
+        provider_configs: the entries of ``[compute] provider_config_location``'s
+            files (:mod:`agent.conf.provider_config`), applied by
+            :mod:`agent.shape.provider_configs`.
     """
 
     cpu_allocation_ratio: float | None = None
@@ -54,6 +58,7 @@ class LayoutPolicy:
     mdev_max_instances: tuple[tuple[str, int], ...] = ()
     owner_trait: str = ownership.DEFAULT_OWNER_TRAIT
     pci_in_placement: bool = False
+    provider_configs: tuple[ProviderConfig, ...] = ()
 
 
 def policy_from_conf(conf: cfg.ConfigOpts) -> LayoutPolicy:
@@ -80,4 +85,5 @@ def policy_from_conf(conf: cfg.ConfigOpts) -> LayoutPolicy:
         ),
         owner_trait=agent_config.owner_trait(conf),
         pci_in_placement=conf.pci.report_in_placement,
+        provider_configs=load_provider_configs(conf.compute.provider_config_location),
     )

@@ -20,12 +20,16 @@ class ProviderSpec:
         parent: parent provider name; None for the compute node.
         inventory: resource class -> Inventory.
         traits: traits the agent sets.
+        decides: custom traits the agent decides on this provider besides
+            ``traits``: removed when present and not in ``traits`` (a GPU's
+            provider: the trait of every mdev type the GPU offers).
     """
 
     name: str
     parent: str | None
     inventory: dict[str, Inventory]
     traits: set[str]
+    decides: frozenset[str] = frozenset()
 
 
 def inventory(rc: str, total: int, reserved: int = 0, ratio: float = 1.0) -> Inventory:

@@ -45,8 +45,11 @@ def vgpu_specs(
         if total:
             name = device_provider_name(host.nodename, gpu.address)
             inv = {rc: inventory(rc, total)}
+            offered = frozenset(mdev_type_trait(t) for t in gpu.mdev_types)
             specs.append(
-                ProviderSpec(name, parent_of(gpu.numa_node), inv, {mdev_type_trait(mtype.id)})
+                ProviderSpec(
+                    name, parent_of(gpu.numa_node), inv, {mdev_type_trait(mtype.id)}, offered
+                )
             )
     return specs
 

@@ -259,3 +259,24 @@ def test_numa_turned_on_after_takeover_reshapes_nova_providers_in_place(nova_hos
         assert s.held(s.inst(i))[gpu] == {"VGPU": 1}
     names = [p["name"] for p in http_get(s.base, "/resource_providers")["resource_providers"]]
     assert names.count(gpu) == 1
+
+
+def test_an_operator_trait_on_novas_gpu_provider_is_kept(nova_host):
+    """nova's vGPU guide: an operator sets a custom trait per physical GPU provider and
+    flavors require it; taking the host over keeps it, cycle after cycle."""
+    s, nova = nova_host
+    gpu = nova.uuids[f"{s.nodename}_pci_0000_af_00_0"]
+    current = http_get(s.base, f"/resource_providers/{gpu}/traits")
+    nova.call("PUT", "/traits/CUSTOM_GPU_RACK_7")
+    nova.call(
+        "PUT",
+        f"/resource_providers/{gpu}/traits",
+        {
+            "resource_provider_generation": current["resource_provider_generation"],
+            "traits": [*current["traits"], "CUSTOM_GPU_RACK_7"],
+        },
+    )
+    assert s.cycle(startup=True).ok
+    assert s.cycle().ok
+    traits = set(http_get(s.base, f"/resource_providers/{gpu}/traits")["traits"])
+    assert {"CUSTOM_GPU_RACK_7", "CUSTOM_NVIDIA_35", ownership.DEFAULT_OWNER_TRAIT} <= traits

@@ -54,15 +54,23 @@ objects.register_all()
 
 @dataclass(frozen=True)
 class Flavor:
-    """A flavor's sizes: VCPUs, memory in MiB, root disk in GiB (no ephemeral, no swap)."""
+    """A flavor's sizes: VCPUs, memory in MiB, root disk in GiB (no ephemeral, no swap),
+    and its extra specs as ``(key, value)`` pairs (``resources:CUSTOM_X=1``, ``trait:T``)."""
 
     vcpus: int
     memory_mb: int
     root_gb: int
+    extra_specs: tuple[tuple[str, str], ...] = ()
 
     def resources(self) -> dict[str, int]:
-        """``{VCPU, MEMORY_MB, DISK_GB}``: what nova's scheduler asks Placement for."""
-        return {"VCPU": self.vcpus, "MEMORY_MB": self.memory_mb, "DISK_GB": self.root_gb}
+        """``{VCPU, MEMORY_MB, DISK_GB}`` and each unsuffixed ``resources:RC`` extra spec:
+        what nova's scheduler asks Placement for."""
+        extra = {
+            k.removeprefix("resources:"): int(v)
+            for k, v in self.extra_specs
+            if k.startswith("resources:")
+        }
+        return {"VCPU": self.vcpus, "MEMORY_MB": self.memory_mb, "DISK_GB": self.root_gb, **extra}
 
     def nova(self) -> objects.Flavor:
         return objects.Flavor(
@@ -71,7 +79,7 @@ class Flavor:
             root_gb=self.root_gb,
             ephemeral_gb=0,
             swap=0,
-            extra_specs={},
+            extra_specs=dict(self.extra_specs),
         )
 
 

@@ -58,6 +58,7 @@ TABLE = [
     ("compute", "cpu_shared_set", None, "0-3", "0-3"),
     ("compute", "resource_class_renames", [], "CUSTOM_A:CUSTOM_B", ["CUSTOM_A:CUSTOM_B"]),
     ("compute", "image_type_exclude_list", [], "iso,qcow2", ["iso", "qcow2"]),
+    ("compute", "provider_config_location", "/etc/nova/provider_config/", "/srv/p", "/srv/p"),
     ("numa", "model_in_placement", False, "true", True),
     ("devices", "enabled_mdev_types", [], "nvidia-35", ["nvidia-35"]),
     ("pci", "device_spec", [], '{"vendor_id": "8086"}', ['{"vendor_id": "8086"}']),

@@ -1,0 +1,247 @@
+"""nova 34's own libvirt driver on nova's fakelibvirt: the judge of what a libvirt host reports.
+
+Run as a separate process (``python -m tests.helpers.nova_libvirt report|fixture ...``):
+nova's ``LibvirtFixture`` patches process-wide state (``os.uname``, the libvirt module
+of nova's driver, nova's global ``CONF``), so it never runs inside pytest's process.
+
+* ``report SCENARIO INSTANCES_PATH LIBVIRT_VERSION`` prints, as JSON, ``{provider name:
+  {"inventory": {rc: fields}, "traits": [...]}}``: the provider tree after nova's
+  ``LibvirtDriver.update_provider_tree`` and the traits nova's resource tracker adds
+  (``ResourceTracker._get_traits``: the driver's capability traits, ``COMPUTE_NODE``,
+  ``OWNER_NOVA``) and, with ``[pci] report_in_placement``, its PCI-in-placement
+  providers (``pci_placement_translator.update_provider_tree_for_pci`` on nova's
+  ``PciDevTracker`` fed with the driver's PCI devices, as ``_update_to_placement``
+  does), for :data:`NODENAME`, with fakelibvirt answering ``getLibVersion``
+  with LIBVIRT_VERSION (``major * 1_000_000 + minor * 1000 + micro``): the version of
+  the libvirt whose test driver the agent reads, so both see one libvirt (nova's
+  version-gated traits).
+* ``fixture SCENARIO DIR`` writes what the same fakelibvirt connection serves, for the
+  agent's libvirt driver on libvirt's test driver (``tests/fixtures/libvirt/`` and the
+  scenario's :attr:`Scenario.fixture`):
+  ``capabilities.xml`` (``getCapabilities``), ``domcapabilities.xml``
+  (``getDomainCapabilities`` for the host's architecture, kvm, no machine type) and
+  ``host.xml`` (``getInfo`` as the test driver's ``<cpu>`` and ``<memory>``, each
+  ``listAllDevices`` node device's ``XMLDesc``), each file naming its source.
+
+The hosts (:data:`SCENARIOS`): :data:`HOST` (nova's ``HostInfo``: two NUMA cells, two
+cores of two threads each; its memory, 16780000, is what nova reads as MiB from
+``getInfo``) with, in ``vgpu``, two mdev-capable GPUs and ``[devices]
+enabled_mdev_types = nvidia-11``; in ``pci``, two whole PCI devices and a PF with two VFs,
+``[pci] device_spec`` offering the devices and the VFs, ``report_in_placement = true``.
+Disk: nova's ``get_fs_info`` of the instances path given (the fixture stubs it; the
+real function is put back), so nova and the agent measure the same file system.
+
+nova's fixtures package imports testtools in its ``__init__``; only its ``libvirt`` and
+``libvirt_data`` modules are needed, loaded here without that ``__init__``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+NODENAME = "compute1"
+HOST = {"cpu_nodes": 2, "cpu_sockets": 1, "cpu_cores": 2, "cpu_threads": 2}
+SOURCE = "nova 34.0.0 nova/tests/fixtures/libvirt.py (fakelibvirt), tests/helpers/nova_libvirt.py"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One host given to both drivers.
+
+    Attributes:
+        fixture: the agent's fixture directory under tests/fixtures/libvirt.
+        pci: ``HostPCIDevicesInfo`` arguments (nova's fakelibvirt).
+        options: ``{group: {option: value}}`` set in nova's and in the agent's
+            configuration alike (the agent reads nova's option names).
+    """
+
+    fixture: str
+    pci: dict[str, int]
+    options: dict[str, dict[str, Any]]
+
+
+SCENARIOS = {
+    "vgpu": Scenario(
+        "nova-fakelibvirt",
+        {"num_pci": 0, "num_pfs": 0, "num_vfs": 0, "num_mdevcap": 2},
+        {"devices": {"enabled_mdev_types": ["nvidia-11"]}},
+    ),
+    "pci": Scenario(
+        "nova-fakelibvirt-pci",
+        {"num_pci": 2, "num_pfs": 1, "num_vfs": 2},
+        {
+            "pci": {
+                "device_spec": [
+                    json.dumps({"vendor_id": "8086", "product_id": "1533"}),
+                    json.dumps({"vendor_id": "8086", "product_id": "1515"}),
+                ],
+                "report_in_placement": True,
+            }
+        },
+    ),
+}
+
+
+def _fakelibvirt() -> Any:
+    import nova.tests
+
+    pkg = types.ModuleType("nova.tests.fixtures")
+    pkg.__path__ = [str(Path(nova.tests.__path__[0]) / "fixtures")]
+    sys.modules.setdefault("nova.tests.fixtures", pkg)
+    from nova.tests.fixtures import libvirt as fakelibvirt
+
+    return fakelibvirt
+
+
+def _connection(fakelibvirt: Any, scenario: Scenario, libvirt_version: int | None = None) -> Any:
+    return fakelibvirt.Connection(
+        "qemu:///system",
+        version=libvirt_version or fakelibvirt.FAKE_LIBVIRT_VERSION,
+        hv_version=fakelibvirt.FAKE_QEMU_VERSION,
+        host_info=fakelibvirt.HostInfo(**HOST),
+        pci_info=fakelibvirt.HostPCIDevicesInfo(**scenario.pci),
+        hostname=NODENAME,
+    )
+
+
+def _nova_tree(
+    scenario: Scenario, instances_path: str, libvirt_version: int
+) -> dict[str, dict[str, Any]]:
+    from nova import conf as nova_conf
+    from nova import objects
+    from nova.compute import provider_tree, resource_tracker
+    from nova.virt import fake as fake_virt
+    from nova.virt.libvirt import driver as libvirt_driver
+    from nova.virt.libvirt import utils as libvirt_utils
+
+    objects.register_all()
+    conf = nova_conf.CONF
+    conf([], project="nova", default_config_files=[])
+    conf.set_override("instances_path", instances_path)
+    for group, values in scenario.options.items():
+        for name, value in values.items():
+            conf.set_override(name, value, group=group)
+    real_fs_info = libvirt_utils.get_fs_info
+    fakelibvirt = _fakelibvirt()
+    fixture = fakelibvirt.LibvirtFixture()
+    fixture.setUp()
+    conn = _connection(fakelibvirt, scenario, libvirt_version)
+    with (
+        mock.patch("nova.virt.libvirt.utils.get_fs_info", real_fs_info),
+        mock.patch("nova.virt.libvirt.host.Host.get_connection", return_value=conn),
+    ):
+        driver = libvirt_driver.LibvirtDriver(fake_virt.FakeVirtAPI(), False)
+        driver.init_host(NODENAME)
+        tree = provider_tree.ProviderTree()
+        tree.new_root(NODENAME, "00000000-0000-0000-0000-0000000000c1")
+        driver.update_provider_tree(tree, NODENAME)
+        # The resource tracker's part (_update_to_placement -> _get_traits): capability
+        # traits, COMPUTE_NODE, OWNER_NOVA. Its two other reads: the PCI tracker's pools
+        # (no device_spec here, so no remote-managed pool: nova's own method is run on
+        # such a tracker) and the service record (enabled: nothing to add).
+        pools = types.SimpleNamespace(has_remote_managed_device_pools=lambda: False)
+        rt = types.SimpleNamespace(
+            driver=driver,
+            pci_tracker=types.SimpleNamespace(pci_stats=pools),
+            _sync_compute_service_disabled_trait=lambda _context, _traits: None,
+        )
+        rt._should_expose_remote_managed_ports_trait = types.MethodType(
+            resource_tracker.ResourceTracker._should_expose_remote_managed_ports_trait, rt
+        )
+        traits = resource_tracker.ResourceTracker._get_traits(rt, None, NODENAME, tree)
+        tree.update_traits(NODENAME, traits)
+        if conf.pci.report_in_placement:
+            _nova_pci_providers(tree, driver)
+    fixture.cleanUp()
+    out = {}
+    for uuid in tree.get_provider_uuids():
+        data = tree.data(uuid)
+        out[data.name] = {"inventory": data.inventory, "traits": sorted(data.traits)}
+    return out
+
+
+def _nova_pci_providers(tree: Any, driver: Any) -> None:
+    """nova's resource tracker's PCI-in-placement step on the driver's devices (no
+    instances: no allocations). ``PciDevTracker`` reads the compute node's devices from
+    the cell database: none yet, as on a new compute node."""
+    from nova import context, objects
+    from nova.compute import pci_placement_translator
+    from nova.pci import manager as pci_manager
+
+    node = objects.ComputeNode(id=1, numa_topology=None)
+    empty = objects.PciDeviceList(objects=[])
+    with mock.patch.object(objects.PciDeviceList, "get_by_compute_node", return_value=empty):
+        tracker = pci_manager.PciDevTracker(context.get_admin_context(), node)
+    tracker.update_devices_from_hypervisor_resources(driver._get_pci_passthrough_devices())
+    pci_placement_translator.update_provider_tree_for_pci(tree, NODENAME, tracker, {}, [])
+
+
+def _fixture(name: str, directory: Path) -> None:
+    from lxml import etree
+
+    scenario = SCENARIOS[name]
+    fakelibvirt = _fakelibvirt()
+    conn = _connection(fakelibvirt, scenario)
+    directory.mkdir(parents=True, exist_ok=True)
+    note = f"<!-- Served by {SOURCE}: host {HOST}, PCI devices {scenario.pci}. Regenerate\n"
+    note += f"     with python -m tests.helpers.nova_libvirt fixture {name} <this directory>. -->\n"
+    caps = conn.getCapabilities()
+    (directory / "capabilities.xml").write_text(note + caps.strip() + "\n")
+    arch = etree.fromstring(caps.encode()).findtext("host/cpu/arch")
+    domcaps = conn.getDomainCapabilities(None, arch, None, "kvm", 0)
+    (directory / "domcapabilities.xml").write_text(note + domcaps.strip() + "\n")
+    # nova asks every guest architecture of the capabilities (Host.get_domain_capabilities):
+    # the agent's libvirt driver gets the same documents, one file each.
+    guests = {g.get("name") for g in etree.fromstring(caps.encode()).iterfind("guest/arch")}
+    for other in sorted(guests - {arch}):
+        text = conn.getDomainCapabilities(None, other, None, "kvm", 0)
+        (directory / f"domcapabilities-{other}.xml").write_text(note + text.strip() + "\n")
+    model, memory_mib, cpus, mhz, nodes, sockets, cores, threads = conn.getInfo()
+    node = etree.Element("node")
+    cpu = etree.SubElement(node, "cpu")
+    for tag, value in (
+        ("nodes", nodes),
+        ("sockets", sockets),
+        ("cores", cores),
+        ("threads", threads),
+        ("active", cpus),
+        ("mhz", mhz),
+        ("model", model),
+    ):
+        etree.SubElement(cpu, tag).text = str(value)
+    # nova reads getInfo()[1] as MiB (Host.get_memory_mb_total); the test driver's
+    # <memory> is KiB.
+    etree.SubElement(node, "memory").text = str(memory_mib * 1024)
+    flags = 0
+    for name in dir(fakelibvirt):
+        if name.startswith("VIR_CONNECT_LIST_NODE_DEVICES_CAP_"):
+            flags |= getattr(fakelibvirt, name)
+    for dev in conn.listAllDevices(flags):
+        node.append(etree.fromstring(dev.XMLDesc(0).encode()))
+    etree.indent(node)
+    body = etree.tostring(node, encoding="unicode")
+    (directory / "host.xml").write_text('<?xml version="1.0"?>\n' + note + body + "\n")
+
+
+def main(argv: list[str]) -> int:
+    """``report SCENARIO INSTANCES_PATH LIBVIRT_VERSION`` or ``fixture SCENARIO DIR``."""
+    if len(argv) == 4 and argv[0] == "report" and argv[1] in SCENARIOS:
+        tree = _nova_tree(SCENARIOS[argv[1]], argv[2], int(argv[3]))
+        json.dump(tree, sys.stdout, indent=1, sort_keys=True, default=str)
+        return 0
+    if len(argv) == 3 and argv[0] == "fixture" and argv[1] in SCENARIOS:
+        _fixture(argv[1], Path(argv[2]))
+        return 0
+    usage = "usage: python -m tests.helpers.nova_libvirt report SCENARIO PATH VERSION"
+    print(f"{usage} | fixture SCENARIO DIR (SCENARIO: {', '.join(SCENARIOS)})", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
