@@ -225,6 +225,17 @@ class Gpu:
 
 
 @dataclass(frozen=True, slots=True)
+class MemEncryption:
+    """A memory encryption model guests can use: ``model`` (``amd_sev``, ``amd_sev_es``,
+    ``amd_sev_snp``: nova's names), ``slots`` (how many such guests may run at once, the
+    MEM_ENCRYPTION_CONTEXT total) and the model's ``trait`` (``HW_CPU_X86_AMD_SEV`` ...)."""
+
+    model: str
+    slots: int
+    trait: str
+
+
+@dataclass(frozen=True, slots=True)
 class HostResources:
     """Everything one node (nodename) offers, as the driver found it.
 
@@ -241,6 +252,7 @@ class HostResources:
         pci_devices: whole devices for passthrough.
         sriov_pfs: SR-IOV PFs.
         gpus: vGPU-capable physical GPUs.
+        mem_encryption: memory encryption models offered (AMD SEV, SEV-ES, SEV-SNP).
     """
 
     nodename: str
@@ -254,6 +266,7 @@ class HostResources:
     pci_devices: tuple[PciDevice, ...] = ()
     sriov_pfs: tuple[SriovPF, ...] = ()
     gpus: tuple[Gpu, ...] = ()
+    mem_encryption: tuple[MemEncryption, ...] = ()
 
     def pf_of_vf(self) -> dict[str, str]:
         """VF address -> its PF's address, for every configured VF."""
@@ -296,6 +309,11 @@ class Instance:
         flavor: its :class:`Flavor`.
         boot_from_volume: root disk is a volume (root_gb counts as 0).
         pinned: dedicated CPUs (allocates PCPU instead of VCPU).
+        dedicated_vcpus: of a mixed-policy instance (``hw:cpu_policy=mixed``), the vCPUs
+            on dedicated host CPUs (PCPU; the rest VCPU); 0 otherwise.
+        emulator_isolated: its emulator threads have a dedicated host CPU of their own
+            (``hw:emulator_threads_policy=isolate``: one PCPU more).
+        mem_encryption: its memory encryption model (``amd_sev`` ...), or "".
         numa_cells: NUMA cells its CPUs and memory are pinned to; empty
             when it has no NUMA affinity.
         pci_devices: PCI addresses assigned to it (whole devices or VFs).
@@ -313,6 +331,9 @@ class Instance:
     pci_devices: tuple[str, ...] = ()
     mdevs: tuple[str, ...] = ()
     name: str = ""
+    dedicated_vcpus: int = 0
+    emulator_isolated: bool = False
+    mem_encryption: str = ""
 
 
 @dataclass(frozen=True, slots=True)

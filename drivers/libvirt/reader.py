@@ -51,6 +51,10 @@ class CapabilityTraits:
     Args:
         conf: the loaded configuration.
         warn: where warnings go (the driver logs each once).
+
+    Attributes:
+        domain_text: the domain capabilities document of the last read, or None
+            when libvirt could not give one (memory encryption reads it too).
     """
 
     def __init__(self, conf: cfg.ConfigOpts, warn: Callable[[str], None]) -> None:
@@ -58,6 +62,7 @@ class CapabilityTraits:
         self.domain_file: str | None = conf[GROUP].domain_capabilities_file
         self._warn = warn
         self._told = False
+        self.domain_text: str | None = None
 
     def _domain_text(
         self, connection: LibvirtConnection, conn: libvirt.virConnect, arch: str
@@ -104,7 +109,7 @@ class CapabilityTraits:
             LibvirtConnectionError: the connection was lost.
             ConfigError: ``domain_capabilities_file`` cannot be read.
         """
-        text = self._domain_text(connection, conn, arch)
+        text = self.domain_text = self._domain_text(connection, conn, arch)
         if text is None:
             return None
         try:

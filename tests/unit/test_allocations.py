@@ -7,8 +7,9 @@ from dataclasses import replace
 
 from agent.cli.render import discover_record
 from agent.model.provider_tree import ProviderTree
+from agent.shape.instance_amounts import disk_gb
 from agent.shape.layout import apply_layout
-from agent.shape.planning import disk_gb, plan_allocations
+from agent.shape.planning import plan_allocations
 from agent.shape.policy import LayoutPolicy
 from drivers.records import (
     Flavor,
