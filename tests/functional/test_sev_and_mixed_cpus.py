@@ -20,12 +20,15 @@ import uuid as uuidlib
 
 from nova import exception as nova_exception
 
+from agent.placement.report import ReportClient
+from agent.state.store import StateStore
+from agent.tracker.cycle import ResourceTracker
 from agent.tracker.reshape import reshape_node
 from tests.helpers.libvirt_fixtures import libvirt_driver, sev_host_groups
 from tests.helpers.names import unique
 from tests.helpers.nova_client import Nova
 from tests.helpers.nova_request import candidates, flavor, requested_resources
-from tests.helpers.placement_http import http, http_get, put_allocations
+from tests.helpers.placement_http import held_by_name, http, http_get, put_allocations
 from tests.helpers.placement_snapshot import amounts, class_totals, snapshot
 from tests.helpers.sync import cycle, remote_client
 
@@ -46,9 +49,6 @@ def sev_driver(tmp_path, name, **over):
 
 def agent_host(tmp_path, served):
     """The agent's tree for sev-host, written to ``served``; ``(report, driver, name)``."""
-    from agent.placement.report import ReportClient
-    from agent.state.store import StateStore
-
     name = unique("sev")
     report = ReportClient(
         remote_client(tmp_path, served.url), StateStore(tmp_path / "state"), sleep=lambda s: None
@@ -246,3 +246,31 @@ def test_nova_refuses_what_it_refuses(tmp_path):
     except nova_exception.StatelessFirmwareRequired:
         return
     raise AssertionError("nova accepted an SEV-SNP flavor without stateless firmware")
+
+
+def test_the_agents_cycle_writes_what_nova_would_claim(tmp_path, served):
+    """The service's own start-up cycle on sev-host: each guest's allocation as planned."""
+    name = unique("sev")
+    driver = sev_driver(tmp_path, name)
+    state = StateStore(tmp_path / "state")
+    report = ReportClient(remote_client(tmp_path, served.url), state, sleep=lambda s: None)
+    outcome = ResourceTracker(driver.conf, driver, report, state).update_available_resource(True)
+    assert outcome.ok
+    assert held_by_name(served.url, SEV_GUEST) == {
+        name: {"DISK_GB": 20, "MEMORY_MB": 2048, "VCPU": 2},
+        f"{name}_amd_sev": {"MEM_ENCRYPTION_CONTEXT": 1},
+    }
+    mixed = flavor(
+        4,
+        4096,
+        20,
+        hw_cpu_policy="mixed",
+        hw_cpu_dedicated_mask="^0",
+        hw_emulator_threads_policy="isolate",
+    )
+    assert held_by_name(served.url, MIXED) == {name: requested_resources(mixed)}
+    usages = http_get(served.url, "/resource_providers", name=f"{name}_amd_sev")
+    child = usages["resource_providers"][0]["uuid"]
+    assert http_get(served.url, f"/resource_providers/{child}/usages")["usages"] == {
+        "MEM_ENCRYPTION_CONTEXT": 1
+    }
