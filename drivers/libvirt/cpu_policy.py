@@ -7,14 +7,8 @@ config.py ``LibvirtConfigGuestMetaNovaFlavorExtraSpecs``). The scheduler's
 translation of the same extra specs (nova/scheduler/utils.py
 ``_translate_pinning_policies``; nova/virt/hardware.py
 ``get_dedicated_cpu_constraint``, ``get_realtime_cpu_constraint``) decides
-what the instance holds, so the extra specs are read first:
-
-* ``hw:cpu_policy=dedicated``: every vCPU dedicated; ``mixed``: the vCPUs of
-  ``hw:cpu_dedicated_mask`` (``^N`` excludes from all of them), else, with
-  ``hw:cpu_realtime``, of ``hw:cpu_realtime_mask`` (all vCPUs without a
-  mask); ``shared``: none;
-* ``hw:emulator_threads_policy=isolate``: the emulator threads have a host
-  CPU of their own (one PCPU more, for dedicated and mixed guests only).
+what the instance holds, so the extra specs are read first
+(:mod:`drivers.flavor_specs`).
 
 Where the metadata says nothing (an image's ``hw_cpu_policy``, a domain
 without nova's metadata, nova before it wrote extra specs), the domain's own
@@ -31,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from drivers.host.cpuset import parse_cpu_spec
+from drivers.flavor_specs import dedicated_vcpus, emulator_isolated
 from drivers.libvirt.xmlutil import LibvirtXMLError
 
 
@@ -46,38 +40,6 @@ class CpuPolicy:
 
     dedicated: int = 0
     emulator_isolated: bool = False
-
-
-def _mask(mask: str, vcpus: int, spec: str, what: str) -> frozenset[int]:
-    """A vCPU mask as nova parses it (a leading ``^`` excludes from all vCPUs)."""
-    text = f"0-{vcpus - 1},{mask}" if mask.strip().startswith("^") else mask
-    try:
-        cpus = parse_cpu_spec(text)
-    except ValueError as exc:
-        raise LibvirtXMLError(what, f"nova:extraSpec {spec} {mask!r}: {exc}") from None
-    return cpus & frozenset(range(vcpus))
-
-
-def dedicated_from_specs(specs: Mapping[str, str], vcpus: int, what: str) -> int | None:
-    """Dedicated vCPUs by the flavor's extra specs, or None when they name no CPU policy.
-
-    Raises:
-        LibvirtXMLError: a mask that does not parse.
-    """
-    policy = specs.get("hw:cpu_policy")
-    if policy == "dedicated":
-        return vcpus
-    if policy == "shared":
-        return 0
-    if policy != "mixed":
-        return None
-    mask = specs.get("hw:cpu_dedicated_mask")
-    if mask:
-        return len(_mask(mask, vcpus, "hw:cpu_dedicated_mask", what))
-    if specs.get("hw:cpu_realtime", "").lower() in ("1", "true", "yes", "on"):
-        rt = specs.get("hw:cpu_realtime_mask")
-        return len(_mask(rt, vcpus, "hw:cpu_realtime_mask", what)) if rt else vcpus
-    return 0
 
 
 def cpu_policy(
@@ -102,16 +64,18 @@ def cpu_policy(
         LibvirtXMLError: an extra spec mask that does not parse.
     """
     shared = shared or frozenset()
-    dedicated = dedicated_from_specs(specs, vcpus, what)
+    try:
+        dedicated = dedicated_vcpus(specs, vcpus)
+    except ValueError as exc:
+        raise LibvirtXMLError(what, f"nova:extraSpec {exc}") from None
     if dedicated is None:
         dedicated = sum(
             1
             for v in range(vcpus)
             if len(pin := vcpu_pins.get(v, frozenset())) == 1 and not pin & shared
         )
-    if "hw:emulator_threads_policy" in specs:
-        isolated = specs["hw:emulator_threads_policy"] == "isolate"
-    else:
+    isolated = emulator_isolated(specs)
+    if isolated is None:
         pinned = frozenset().union(*vcpu_pins.values()) if vcpu_pins else frozenset()
         isolated = len(emulator_pin) == 1 and not emulator_pin & (pinned | shared)
     return CpuPolicy(dedicated, isolated and dedicated > 0)
