@@ -19,13 +19,9 @@ from typing import Any
 
 from oslo_config import cfg
 
-from drivers.device_views import offered_device_views
+from drivers.device_views import DeviceView, offered_device_views
 from drivers.events import EventEmitter, Watch
-from drivers.records import (
-    DeviceView,
-    HostResources,
-    Instance,
-)
+from drivers.records import HostResources, Instance
 
 LOG = logging.getLogger(__name__)
 

@@ -238,6 +238,17 @@ class Gpu:
 
 
 @dataclass(frozen=True, slots=True)
+class MemEncryption:
+    """A memory encryption model guests can use: ``model`` (``amd_sev``, ``amd_sev_es``,
+    ``amd_sev_snp``: nova's names), ``slots`` (how many such guests may run at once, the
+    MEM_ENCRYPTION_CONTEXT total) and the model's ``trait`` (``HW_CPU_X86_AMD_SEV`` ...)."""
+
+    model: str
+    slots: int
+    trait: str
+
+
+@dataclass(frozen=True, slots=True)
 class HostResources:
     """Everything one node (nodename) offers, as the driver found it.
 
@@ -258,6 +269,7 @@ class HostResources:
             system, GiB rounded up (nova: reserved on DISK_GB by a workaround).
         pmem_namespaces: ``[libvirt] pmem_namespaces`` found on the host:
             label -> namespace names.
+        mem_encryption: memory encryption models offered (AMD SEV, SEV-ES, SEV-SNP).
     """
 
     nodename: str
@@ -275,6 +287,7 @@ class HostResources:
     pmem_namespaces: Mapping[str, tuple[str, ...]] = field(
         default_factory=lambda: MappingProxyType({})
     )
+    mem_encryption: tuple[MemEncryption, ...] = ()
 
     def pf_of_vf(self) -> dict[str, str]:
         """VF address -> its PF's address, for every configured VF."""
@@ -317,6 +330,11 @@ class Instance:
         flavor: its :class:`Flavor`.
         boot_from_volume: root disk is a volume (root_gb counts as 0).
         pinned: dedicated CPUs (allocates PCPU instead of VCPU).
+        dedicated_vcpus: of a mixed-policy instance (``hw:cpu_policy=mixed``), the vCPUs
+            on dedicated host CPUs (PCPU; the rest VCPU); 0 otherwise.
+        emulator_isolated: its emulator threads have a dedicated host CPU of their own
+            (``hw:emulator_threads_policy=isolate``: one PCPU more).
+        mem_encryption: its memory encryption model (``amd_sev`` ...), or "".
         numa_cells: NUMA cells its CPUs and memory are pinned to; empty
             when it has no NUMA affinity.
         pci_devices: PCI addresses assigned to it (whole devices or VFs).
@@ -334,66 +352,6 @@ class Instance:
     pci_devices: tuple[str, ...] = ()
     mdevs: tuple[str, ...] = ()
     name: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceView:
-    """One PCI function as ``compute-agent discover --devices`` shows it: offered or not, and why.
-
-    Plain facts from the driver; names from pci.ids are added by the command.
-
-    Attributes:
-        address: canonical PCI address.
-        vendor_id: 4 hex digits, lower-case.
-        product_id: 4 hex digits, lower-case.
-        class_code: 6 hex digits (class, subclass, programming interface), or
-            None when the driver does not know it.
-        driver: the bound kernel driver, or None.
-        netdevs: network interface names.
-        numa_node: NUMA cell, or None.
-        total_vfs: most VFs the function can have (0: not an SR-IOV PF).
-        num_vfs: VFs configured now.
-        physfn: the PF's address when this is a VF.
-        mdev_types: mediated device types the function supports (all of
-            them, enabled or not).
-        offered: the function (or what it is counted in) is reported to Placement.
-        offered_as: what it is counted as: ``SRIOV_NET_VF``, ``VGPU``,
-            ``PCI_DEVICE``-like class (None: the layout's default
-            ``CUSTOM_PCI_{VENDOR}_{PRODUCT}`` for a whole device), or None
-            when not offered.
-        reason: why it is or is not offered, for an operator (one of the
-            ``REASON_*`` kinds below, then details).
-        reason_kind: the ``REASON_*`` constant, for scripts.
-    """
-
-    address: str
-    vendor_id: str
-    product_id: str
-    class_code: str | None = None
-    driver: str | None = None
-    netdevs: tuple[str, ...] = ()
-    numa_node: int | None = None
-    total_vfs: int = 0
-    num_vfs: int = 0
-    physfn: str | None = None
-    mdev_types: tuple[str, ...] = ()
-    offered: bool = False
-    offered_as: str | None = None
-    reason: str = ""
-    reason_kind: str = ""
-
-
-REASON_OFFERED = "offered"
-"""Matched by ``[pci] device_spec`` (or a vGPU parent) and reported."""
-REASON_VF_OF_OFFERED = "counted-on-parent"
-"""A VF counted in its PF's SRIOV_NET_VF (or its GPU's VGPU) inventory."""
-REASON_NO_SPEC = "no-device-spec-match"
-"""No ``[pci] device_spec`` matches the function (nor, for a PF, any of its VFs)."""
-REASON_NO_VFS = "no-vfs-configured"
-"""An SR-IOV PF a spec matches, with ``sriov_numvfs`` 0."""
-REASON_MDEV_NOT_ENABLED = "mdev-type-not-enabled"
-"""A GPU whose mdev types are all outside ``[devices] enabled_mdev_types``."""
-REASON_IN_USE_BY_HOST = "in-use-by-host"
-"""The host uses the function otherwise (a vGPU parent, not also passed through)."""
-REASON_PARENT_NOT_OFFERED = "parent-not-offered"
-"""A VF whose PF is not offered."""
+    dedicated_vcpus: int = 0
+    emulator_isolated: bool = False
+    mem_encryption: str = ""

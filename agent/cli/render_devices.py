@@ -12,7 +12,7 @@ from typing import Any
 from agent.cli.output import Output
 from agent.cli.pci_ids import PciIds
 from agent.shape.pci import pci_resource_class
-from drivers.records import DeviceView
+from drivers.device_views import DeviceView
 
 JSON_FORMAT = "compute-agent.devices/1"
 

@@ -21,6 +21,9 @@ code put ``OWNER_NOVA`` on the children nova makes; os-traits >= 3.x has the
   ``_get_pgpu_provider_name`` naming), or a PCI-in-placement provider
   ``{nodename}_{PCI ADDRESS}`` with ``COMPUTE_MANAGED_PCI_DEVICE``
   (``pci_placement_translator.PlacementView._get_rp_name_for_address``);
+  or a memory encryption provider ``{nodename}_{model}`` (``amd_sev``,
+  ``amd_sev_es``, ``amd_sev_snp``, ``intel_tdx``) with ``MEM_ENCRYPTION_CONTEXT``
+  (libvirt driver ``_ensure_memory_encryption_providers``);
 * a child whose UUID is the one the agent derives for its name under this
   compute node (``child_uuid(root UUID, name)``, DESIGN.md "Tree shape") is
   the agent's even without the trait: Placement creates a provider and sets
@@ -53,6 +56,7 @@ LEGACY_OWNER_TRAIT = "CUSTOM_OWNER_COMPUTE_AGENT"
 _OWNER_PREFIX = "OWNER_"
 _PCI_ADDRESS = r"[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]"
 _PCI_SLUG = r"[0-9a-f]{4}_[0-9a-f]{2}_[0-9a-f]{2}_[0-7]"
+_MEM_ENCRYPTION_MODEL = r"(?:amd_sev|amd_sev_es|amd_sev_snp|intel_tdx)"
 
 
 def _other_owner(data: ProviderData, owner_trait: str) -> bool:
@@ -86,6 +90,10 @@ def adoption_reason(data: ProviderData, nodename: str, owner_trait: str) -> str 
         f"{node}_{_PCI_ADDRESS}", data.name
     ):
         return "nova PCI provider"
+    if "MEM_ENCRYPTION_CONTEXT" in data.inventory and re.fullmatch(
+        f"{node}_{_MEM_ENCRYPTION_MODEL}", data.name
+    ):
+        return "nova memory encryption provider"
     return None
 
 

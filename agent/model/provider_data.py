@@ -1,12 +1,19 @@
-"""One resource provider: its immutable snapshot and the mutable node a tree holds."""
+"""One resource provider: its immutable snapshot, and the mutable node that owns its changes.
+
+:class:`ProviderNode` is the one place a provider's generation, inventory,
+traits and aggregates change (as openstack/placement's ``objects/consumer.py``
+keeps a consumer's transitions on one type): every change drops the cached
+snapshot, and a generation is only ever set from what Placement said.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
-from agent.model.resources import Inventory
+from agent.model.resources import Inventory, to_inventories
 
 _EMPTY_INVENTORY: Mapping[str, Inventory] = MappingProxyType({})
 
@@ -82,6 +89,66 @@ class ProviderNode:
                 aggregates=self.aggregates,
             )
         return self.snapshot
+
+    # -- transitions (the tree's lock is held) -------------------------------------
+
+    def record_generation(self, generation: int | None) -> None:
+        """Take the generation Placement reported (None: nothing was reported)."""
+        if generation is not None and generation != self.generation:
+            self.generation = generation
+            self.snapshot = None
+
+    def replace_inventory(
+        self, inventory: Mapping[str, Inventory | Mapping[str, Any]], generation: int | None
+    ) -> bool:
+        """Replace the whole inventory (``PUT .../inventories``); True when it changed.
+
+        Raises:
+            InvalidInventory: a record is out of range; nothing is changed.
+        """
+        new = to_inventories(inventory)
+        changed = dict(self.inventory) != new
+        if changed:
+            self.inventory = MappingProxyType(new)
+            self.snapshot = None
+        self.record_generation(generation)
+        return changed
+
+    def replace_traits(self, traits: Iterable[str], generation: int | None = None) -> bool:
+        """Replace the trait set; True when it changed."""
+        new = frozenset(traits)
+        changed = new != self.traits
+        if changed:
+            self.traits = new
+            self.snapshot = None
+        self.record_generation(generation)
+        return changed
+
+    def replace_aggregates(self, aggregates: Iterable[str], generation: int | None = None) -> bool:
+        """Replace the aggregate set (UUIDs); True when it changed."""
+        new = frozenset(aggregates)
+        changed = new != self.aggregates
+        if changed:
+            self.aggregates = new
+            self.snapshot = None
+        self.record_generation(generation)
+        return changed
+
+    def load(self, record: Mapping[str, Any]) -> None:
+        """Take what a Placement record carries (``inventories``, ``traits``, ``aggregates``)."""
+        if "inventories" in record:
+            self.replace_inventory(record["inventories"], None)
+        if "traits" in record:
+            self.replace_traits(record["traits"])
+        if "aggregates" in record:
+            self.replace_aggregates(record["aggregates"])
+
+    def take_fields(self, other: ProviderNode) -> None:
+        """Hold ``other``'s inventory, traits and aggregates (a copy of a tree)."""
+        self.inventory = other.inventory
+        self.traits = other.traits
+        self.aggregates = other.aggregates
+        self.snapshot = None
 
     def walk(self) -> Iterator[ProviderNode]:
         """This provider then its descendants, parents before children."""

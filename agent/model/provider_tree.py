@@ -20,11 +20,14 @@ Rules kept here:
 
 from __future__ import annotations
 
+import threading
 import uuid as uuidlib
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from agent.model.provider_data import ProviderData
-from agent.model.provider_fields import ProviderFields
+from agent.model.provider_data import ProviderData, ProviderNode
 from agent.model.provider_index import ProviderIndex
+from agent.model.resources import Inventory, to_inventories
 
 
 def child_uuid(root_uuid: str, name: str) -> str:
@@ -52,12 +55,35 @@ def default_root_uuid(nodename: str) -> str:
     return str(uuidlib.uuid5(ROOT_NAMESPACE, nodename))
 
 
-class ProviderTree(ProviderIndex, ProviderFields):
+class ProviderTree:
     """A forest of resource providers, indexed by name and by UUID.
 
     Every method that takes ``name_or_uuid`` accepts either; an unknown one
-    raises :class:`ProviderNotFound`.
+    raises :class:`ProviderNotFound`. The index
+    (:class:`~agent.model.provider_index.ProviderIndex`) finds providers and
+    keeps names and UUIDs unique; each provider's node
+    (:class:`~agent.model.provider_data.ProviderNode`) owns its changes; the
+    tree holds the lock.
     """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._index = ProviderIndex()
+
+    def _find(self, name_or_uuid: str) -> ProviderNode:
+        return self._index.find(name_or_uuid)
+
+    def populate_from_iterable(self, providers: Iterable[Mapping[str, Any]]) -> None:
+        """Add or refresh providers from Placement's provider records.
+
+        See :meth:`agent.model.provider_index.ProviderIndex.populate_from_iterable`.
+
+        Raises:
+            ProviderNotFound: a parent is neither in ``providers`` nor in the tree.
+            ProviderConflict: two providers claim one name.
+        """
+        with self._lock:
+            self._index.populate_from_iterable(providers)
 
     def new_root(self, name: str, uuid: str, generation: int | None = None) -> str:
         """Add a root provider.
@@ -76,7 +102,7 @@ class ProviderTree(ProviderIndex, ProviderFields):
         """
         uuid = str(uuidlib.UUID(uuid))
         with self._lock:
-            return self._add(name, uuid, None, generation)
+            return self._index.add(name, uuid, None, generation)
 
     def new_child(
         self,
@@ -106,7 +132,7 @@ class ProviderTree(ProviderIndex, ProviderFields):
                 uuid = child_uuid(parent_node.root.uuid, name)
             else:
                 uuid = str(uuidlib.UUID(uuid))
-            return self._add(name, uuid, parent_node, generation)
+            return self._index.add(name, uuid, parent_node, generation)
 
     def remove(self, name_or_uuid: str) -> None:
         """Remove a provider and its whole subtree.
@@ -115,20 +141,12 @@ class ProviderTree(ProviderIndex, ProviderFields):
             ProviderNotFound: not in the tree.
         """
         with self._lock:
-            node = self._find(name_or_uuid)
-            for sub in list(node.walk()):
-                del self._by_uuid[sub.uuid]
-                del self._by_name[sub.name]
-            if node.parent is None:
-                del self._roots[node.uuid]
-            else:
-                del node.parent.children[node.uuid]
-                node.parent.snapshot = None
+            self._index.remove(self._find(name_or_uuid))
 
     def exists(self, name_or_uuid: str) -> bool:
         """True when a provider with this name or UUID is in the tree."""
         with self._lock:
-            return name_or_uuid in self._by_uuid or name_or_uuid in self._by_name
+            return name_or_uuid in self._index.by_uuid or name_or_uuid in self._index.by_name
 
     def data(self, name_or_uuid: str) -> ProviderData:
         """An immutable snapshot of one provider (cached until it changes).
@@ -151,7 +169,7 @@ class ProviderTree(ProviderIndex, ProviderFields):
         with self._lock:
             if name_or_uuid is not None:
                 return [n.uuid for n in self._find(name_or_uuid).walk()]
-            return [n.uuid for root in self._roots.values() for n in root.walk()]
+            return [n.uuid for root in self._index.roots.values() for n in root.walk()]
 
     def get_provider_uuids_in_tree(self, name_or_uuid: str) -> list[str]:
         """UUIDs of every provider in the tree that holds ``name_or_uuid``, root first.
@@ -166,7 +184,7 @@ class ProviderTree(ProviderIndex, ProviderFields):
     def root_uuids(self) -> list[str]:
         """UUIDs of the roots, in the order they were added."""
         with self._lock:
-            return list(self._roots)
+            return list(self._index.roots)
 
     def children(self, name_or_uuid: str) -> list[str]:
         """UUIDs of the direct children of a provider.
@@ -180,11 +198,11 @@ class ProviderTree(ProviderIndex, ProviderFields):
     def all_data(self) -> list[ProviderData]:
         """Snapshots of every provider, parents before children."""
         with self._lock:
-            return [n.data() for root in self._roots.values() for n in root.walk()]
+            return [n.data() for root in self._index.roots.values() for n in root.walk()]
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._by_uuid)
+            return len(self._index.by_uuid)
 
     # -- copying ------------------------------------------------------------------
 
@@ -195,24 +213,125 @@ class ProviderTree(ProviderIndex, ProviderFields):
         caller that kept a :meth:`copy` to undo edits hands it back here).
         """
         with self._lock, other._lock:
-            self._roots, other._roots = other._roots, {}
-            self._by_uuid, other._by_uuid = other._by_uuid, {}
-            self._by_name, other._by_name = other._by_name, {}
+            self._index, other._index = other._index, ProviderIndex()
 
     def copy(self) -> ProviderTree:
         """An independent tree with the same providers (inventories are shared immutables)."""
         with self._lock:
             other = ProviderTree()
-            for root in self._roots.values():
+            index = other._index
+            for root in self._index.roots.values():
                 for node in root.walk():
-                    other._add(
-                        node.name,
-                        node.uuid,
-                        other._by_uuid[node.parent.uuid] if node.parent else None,
-                        node.generation,
-                    )
-                    twin = other._by_uuid[node.uuid]
-                    twin.inventory = node.inventory
-                    twin.traits = node.traits
-                    twin.aggregates = node.aggregates
+                    parent = index.by_uuid[node.parent.uuid] if node.parent else None
+                    index.add(node.name, node.uuid, parent, node.generation)
+                    index.by_uuid[node.uuid].take_fields(node)
             return other
+
+    # -- one provider's fields (the node makes each change) ---------------------------
+
+    def update_generation(self, name_or_uuid: str, generation: int) -> None:
+        """Record the generation Placement reported for a provider.
+
+        Raises:
+            ProviderNotFound: not in the tree.
+        """
+        with self._lock:
+            self._find(name_or_uuid).record_generation(generation)
+
+    def has_inventory_changed(
+        self, name_or_uuid: str, inventory: Mapping[str, Inventory | Mapping[str, Any]]
+    ) -> bool:
+        """True when ``inventory`` differs from the provider's in any Placement field.
+
+        Raises:
+            ProviderNotFound: not in the tree.
+            InvalidInventory: a record of ``inventory`` is out of range.
+        """
+        new = to_inventories(inventory)
+        with self._lock:
+            return dict(self._find(name_or_uuid).inventory) != new
+
+    def update_inventory(
+        self,
+        name_or_uuid: str,
+        inventory: Mapping[str, Inventory | Mapping[str, Any]],
+        generation: int | None = None,
+    ) -> bool:
+        """Replace a provider's whole inventory (as ``PUT .../inventories`` does).
+
+        Args:
+            inventory: resource class -> :class:`Inventory` or Placement-shaped
+                dict; a class left out is removed.
+            generation: Placement's new generation, when this mirrors a write.
+
+        Returns:
+            True when the inventory changed.
+
+        Raises:
+            ProviderNotFound: not in the tree.
+            InvalidInventory: a record is out of range; nothing is changed.
+        """
+        with self._lock:
+            return self._find(name_or_uuid).replace_inventory(inventory, generation)
+
+    def has_traits(self, name_or_uuid: str, traits: Iterable[str]) -> bool:
+        """True when the provider has every trait of ``traits``."""
+        with self._lock:
+            return set(traits) <= self._find(name_or_uuid).traits
+
+    def have_traits_changed(self, name_or_uuid: str, traits: Iterable[str]) -> bool:
+        """True when ``traits`` is not exactly the provider's trait set."""
+        with self._lock:
+            return self._find(name_or_uuid).traits != frozenset(traits)
+
+    def update_traits(
+        self, name_or_uuid: str, traits: Iterable[str], generation: int | None = None
+    ) -> bool:
+        """Replace a provider's traits. Returns True when they changed.
+
+        Raises:
+            ProviderNotFound: not in the tree.
+        """
+        with self._lock:
+            return self._find(name_or_uuid).replace_traits(traits, generation)
+
+    def add_traits(self, name_or_uuid: str, *traits: str) -> bool:
+        """Add traits to a provider. Returns True when any was new."""
+        with self._lock:
+            node = self._find(name_or_uuid)
+            return node.replace_traits(node.traits | set(traits))
+
+    def remove_traits(self, name_or_uuid: str, *traits: str) -> bool:
+        """Remove traits from a provider (absent ones are ignored). True when any went."""
+        with self._lock:
+            node = self._find(name_or_uuid)
+            return node.replace_traits(node.traits - set(traits))
+
+    def in_aggregates(self, name_or_uuid: str, aggregates: Iterable[str]) -> bool:
+        """True when the provider is in every aggregate of ``aggregates``."""
+        with self._lock:
+            return set(aggregates) <= self._find(name_or_uuid).aggregates
+
+    def have_aggregates_changed(self, name_or_uuid: str, aggregates: Iterable[str]) -> bool:
+        """True when ``aggregates`` is not exactly the provider's aggregate set."""
+        with self._lock:
+            return self._find(name_or_uuid).aggregates != frozenset(aggregates)
+
+    def update_aggregates(
+        self, name_or_uuid: str, aggregates: Iterable[str], generation: int | None = None
+    ) -> bool:
+        """Replace a provider's aggregates (UUIDs). Returns True when they changed."""
+        with self._lock:
+            return self._find(name_or_uuid).replace_aggregates(aggregates, generation)
+
+    def add_aggregates(self, name_or_uuid: str, *aggregates: str) -> bool:
+        """Add aggregate UUIDs to a provider. Returns True when any was new."""
+        with self._lock:
+            node = self._find(name_or_uuid)
+            return node.replace_aggregates(node.aggregates | set(aggregates))
+
+    def remove_aggregates(self, name_or_uuid: str, *aggregates: str) -> bool:
+        """Remove aggregate UUIDs from a provider. Returns True when any went."""
+        with self._lock:
+            node = self._find(name_or_uuid)
+            return node.replace_aggregates(node.aggregates - set(aggregates))

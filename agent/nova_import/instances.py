@@ -3,7 +3,10 @@
 Rules (resource-providers-allocations.txt, "Proposed change"):
 
 - VCPU and MEMORY_MB from the instance's flavor (``instance_extra.flavor``);
-  PCPU instead of VCPU when ``hw:cpu_policy=dedicated`` (nova's PCPU rule);
+  PCPU instead of VCPU when ``hw:cpu_policy=dedicated`` (nova's PCPU rule),
+  for the vCPUs of ``hw:cpu_dedicated_mask`` with ``hw:cpu_policy=mixed``, and
+  one more PCPU with ``hw:emulator_threads_policy=isolate``
+  (:mod:`drivers.flavor_specs`, after nova's ``_translate_pinning_policies``);
 - DISK_GB = root_gb + ephemeral_gb + swap, root counting 0 when booted from
   volume (the root block device mapping, ``boot_index = 0``, has
   ``destination_type = volume``; with no root mapping, an instance without
@@ -29,6 +32,7 @@ from agent.model.allocations import INSTANCE, MIGRATION
 from agent.nova_import.db import CellRows
 from agent.nova_import.novajson import FlavorColumn, flavor_column, instance_numa
 from agent.nova_import.refusal import Refusal, RowRefused
+from drivers.flavor_specs import dedicated_vcpus, emulator_isolated
 from drivers.records import Flavor, Instance, normalize_pci_address
 
 MOVES_WITH_MIGRATION_CONSUMER = frozenset({"migration", "resize", "live-migration"})
@@ -87,25 +91,45 @@ def _flavors(uuid: str, extra: Mapping[str, Any] | None) -> FlavorColumn:
         ) from None
 
 
-def _pinned(
-    uuid: str, flavors: FlavorColumn, extra: Mapping[str, Any]
-) -> tuple[bool, tuple[int, ...]]:
+@dataclass(frozen=True, slots=True)
+class _Cpus:
+    """How the instance uses host CPUs: all dedicated, how many dedicated of a mixed one,
+    isolated emulator threads, and the host cells it is pinned to."""
+
+    pinned: bool
+    dedicated: int
+    isolated: bool
+    cells: tuple[int, ...]
+
+
+def _cpus(uuid: str, flavors: FlavorColumn, extra: Mapping[str, Any], flavor: Flavor) -> _Cpus:
     try:
         numa = instance_numa(extra.get("numa_topology"))
     except ValueError as exc:
         raise RowRefused(
             "instance_extra", f"instance_uuid {uuid}", "numa_topology", str(exc), "repair it"
         ) from None
-    policy = numa.cpu_policy or flavors.cpu_policy
-    if policy == "mixed":
+    specs = flavors.specs_of(flavor)
+    # The instance's NUMA topology also carries a policy an image asked for.
+    policy = numa.cpu_policy or specs.get("hw:cpu_policy") or flavors.cpu_policy
+    try:
+        dedicated = dedicated_vcpus({**specs, "hw:cpu_policy": policy or ""}, flavor.vcpus)
+    except ValueError as exc:
+        raise RowRefused(
+            "instance_extra", f"instance_uuid {uuid}", "flavor", str(exc), "repair the flavor"
+        ) from None
+    if policy == "mixed" and not dedicated:
         raise RowRefused(
             "instance_extra",
             f"instance_uuid {uuid}",
             "flavor",
-            "hw:cpu_policy=mixed (VCPU and PCPU in one instance) is not imported",
+            "hw:cpu_policy=mixed without hw:cpu_dedicated_mask (or a realtime mask): "
+            "which vCPUs are dedicated is unknown",
             "heal this instance with nova-manage placement heal_allocations",
         )
-    return policy == "dedicated", numa.cells
+    pinned = policy == "dedicated"
+    isolated = bool(emulator_isolated(specs)) and bool(dedicated)
+    return _Cpus(pinned, (dedicated or 0) if policy == "mixed" else 0, isolated, numa.cells)
 
 
 def instance_record(
@@ -130,7 +154,8 @@ def instance_record(
     extra = rows.extras.get(iuuid)
     flavors = _flavors(iuuid, extra)
     assert extra is not None  # _flavors refused a missing row
-    pinned, cells = _pinned(iuuid, flavors, extra)
+    flavor = flavor or flavors.cur
+    cpus = _cpus(iuuid, flavors, extra, flavor)
     devices = tuple(
         normalize_pci_address(d["address"])
         for d in rows.pci_devices
@@ -142,10 +167,12 @@ def instance_record(
         uuid=uuid or iuuid,
         project_id=inst["project_id"],
         user_id=inst["user_id"],
-        flavor=flavor or flavors.cur,
+        flavor=flavor,
         boot_from_volume=_boot_from_volume(inst, rows.bdms.get(iuuid, [])),
-        pinned=pinned,
-        numa_cells=cells,
+        pinned=cpus.pinned,
+        dedicated_vcpus=cpus.dedicated,
+        emulator_isolated=cpus.isolated,
+        numa_cells=cpus.cells,
         pci_devices=() if uuid else devices,
         name=inst.get("display_name") or "",
     )

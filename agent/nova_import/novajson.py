@@ -178,12 +178,22 @@ class FlavorColumn:
         new: the flavor after a resize in progress, or None.
         cpu_policy: ``hw:cpu_policy`` of ``cur``'s extra specs (``dedicated``,
             ``shared``, ``mixed``), or None.
+        specs: the extra specs of ``cur``, ``old`` and ``new``, in that order
+            (empty for a flavor absent).
     """
 
     cur: Flavor
     old: Flavor | None = None
     new: Flavor | None = None
     cpu_policy: str | None = None
+    specs: tuple[Mapping[str, str], ...] = ({}, {}, {})
+
+    def specs_of(self, flavor: Flavor) -> Mapping[str, str]:
+        """The extra specs of ``flavor`` (``cur``, ``old`` or ``new``, compared by value)."""
+        for candidate, specs in zip((self.cur, self.old, self.new), self.specs, strict=True):
+            if candidate == flavor:
+                return specs
+        return self.specs[0]
 
 
 def _flavor(raw: Any, key: str) -> tuple[Flavor, Mapping[str, Any]]:
@@ -214,10 +224,11 @@ def flavor_column(text: str | None) -> FlavorColumn:
     if not isinstance(doc, Mapping) or doc.get("cur") is None:
         raise ValueError("no current flavor ('cur') in the column")
     cur, extra = _flavor(doc["cur"], "cur")
-    old = _flavor(doc["old"], "old")[0] if doc.get("old") else None
-    new = _flavor(doc["new"], "new")[0] if doc.get("new") else None
+    old, old_extra = _flavor(doc["old"], "old") if doc.get("old") else (None, {})
+    new, new_extra = _flavor(doc["new"], "new") if doc.get("new") else (None, {})
     policy = extra.get("hw:cpu_policy")
-    return FlavorColumn(cur, old, new, str(policy) if policy else None)
+    specs = tuple({str(k): str(v) for k, v in e.items()} for e in (extra, old_extra, new_extra))
+    return FlavorColumn(cur, old, new, str(policy) if policy else None, specs)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,11 +10,13 @@ NUMA cell (when modelled)     ``{nodename}_NUMA{N}``          VCPU, PCPU, MEMORY
 physical GPU                  ``{nodename}_pci_{dddd_bb_ss_f}``  VGPU
 SR-IOV PF                     ``{nodename}_pci_{dddd_bb_ss_f}``  SRIOV_NET_VF
 whole PCI device              ``{nodename}_pci_{dddd_bb_ss_f}``  CUSTOM_PCI_{VENDOR}_{PRODUCT}
+memory encryption model       ``{nodename}_{model}``          MEM_ENCRYPTION_CONTEXT
 ============================  ==============================  ==========================
 
 One module per kind of provider: :mod:`agent.shape.cpu_memory` (compute
 node and NUMA cells), :mod:`agent.shape.pci` (SR-IOV PFs, whole PCI
-devices), :mod:`agent.shape.vgpu` (physical GPUs); names in
+devices), :mod:`agent.shape.vgpu` (physical GPUs),
+:mod:`agent.shape.mem_encryption` (AMD SEV models); names in
 :mod:`agent.shape.provider_names`, the configuration in
 :mod:`agent.shape.policy`. This module puts them together
 (:func:`desired_providers`) and writes them into a tree (:func:`apply_layout`).
@@ -36,6 +38,7 @@ from agent.shape.cpu_memory import (
     numa_cell_specs,
     pmem_inventory,
 )
+from agent.shape.mem_encryption import MODEL_TRAITS, mem_encryption_specs
 from agent.shape.node_traits import (
     is_capability_trait,
     is_managed_child_trait,
@@ -79,7 +82,7 @@ def desired_providers(
     """
     ratio = Ratios(tree or ProviderTree(), policy)
     numa = policy.model_numa and bool(host.numa_cells)
-    root = ProviderSpec(host.nodename, None, {}, root_traits(host))
+    root = ProviderSpec(host.nodename, None, {}, root_traits(host) - MODEL_TRAITS)
     specs = [root]
     if numa:
         specs += numa_cell_specs(host, policy, ratio)
@@ -91,6 +94,7 @@ def desired_providers(
     specs += sriov_pf_specs(host, policy, parent_of)
     specs += vgpu_specs(host, policy, parent_of)
     specs += pci_device_specs(host, policy, parent_of, tree or ProviderTree())
+    specs += mem_encryption_specs(host)
     if policy.resource_class_renames:
         _rename_classes(specs, dict(policy.resource_class_renames))
     apply_provider_configs(specs, policy.provider_configs, tree, policy.owner_trait)

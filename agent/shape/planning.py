@@ -2,9 +2,10 @@
 
 Rules from resource-providers-allocations.txt, extended to nested providers:
 
-- VCPU (PCPU for an instance with dedicated CPUs) and MEMORY_MB from its
-  flavor, against the compute node, or against NUMA cell providers when NUMA
-  is modelled (below).
+- VCPU and PCPU as nova's scheduler translates the CPU policy
+  (:mod:`agent.shape.instance_amounts`: dedicated, mixed, isolated emulator
+  threads) and MEMORY_MB from its flavor, against the compute node, or
+  against NUMA cell providers when NUMA is modelled (below).
 - DISK_GB = root_gb + ephemeral_gb + swap (MiB, rounded up to whole GiB as
   nova does); root_gb counts 0 when booted from volume. Against the compute
   node, or, on shared storage, against the sharing provider associated by
@@ -12,6 +13,8 @@ Rules from resource-providers-allocations.txt, extended to nested providers:
   is allocated (the spec's "no way to know" case) and a warning says so.
 - One unit of the device's class per whole PCI device, SRIOV_NET_VF per VF
   against its PF's provider, VGPU per mdev against the GPU that holds it.
+- One MEM_ENCRYPTION_CONTEXT on its model's provider for a guest with memory
+  encryption (:mod:`agent.shape.mem_encryption`).
 
 NUMA rule (sticky): an instance pinned to cells has its CPUs and memory
 split evenly over those cells (the remainder to the lowest-numbered ones).
@@ -30,12 +33,13 @@ the instances.
 from __future__ import annotations
 
 import logging
-import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
 from agent.model.allocations import INSTANCE, ByProvider, ConsumerAllocations
 from agent.model.provider_tree import ProviderTree
+from agent.shape.instance_amounts import cpu_amounts, disk_gb, main_cpu_class
+from agent.shape.mem_encryption import MEM_ENCRYPTION_CONTEXT, plan_mem_encryption
 from agent.shape.policy import LayoutPolicy
 from agent.shape.provider_names import (
     device_provider_name,
@@ -76,18 +80,6 @@ def planned_classes(tree: ProviderTree, providers: Iterable[str]) -> frozenset[s
         if not inventory & CPU_MEMORY_CLASSES:
             classes |= inventory
     return frozenset(classes)
-
-
-def cpu_class(instance: Instance) -> str:
-    """``PCPU`` for an instance with dedicated CPUs, else ``VCPU`` (nova's flavor rule)."""
-    return "PCPU" if instance.pinned else "VCPU"
-
-
-def disk_gb(instance: Instance) -> int:
-    """GiB of DISK_GB an instance uses: root (0 when booted from volume) + ephemeral + swap."""
-    f = instance.flavor
-    root = 0 if instance.boot_from_volume else f.root_gb
-    return root + f.ephemeral_gb + math.ceil(f.swap_mb / 1024)
 
 
 def _split(amount: int, parts: int) -> list[int]:
@@ -199,16 +191,14 @@ class _Planner:
                         self.ledger.take(cid, rc, n)
 
     def flat(self, inst: Instance, res: Planned) -> None:
-        cpu_rc = cpu_class(inst)
-        if inst.flavor.vcpus:
-            res[self.root_uuid][cpu_rc] += inst.flavor.vcpus
+        for rc, n in cpu_amounts(inst).items():
+            res[self.root_uuid][rc] += n
         if inst.flavor.memory_mb:
             res[self.root_uuid]["MEMORY_MB"] += inst.flavor.memory_mb
 
     def held_cells(self, inst: Instance) -> dict[int, dict[str, int]] | None:
         """The cells Placement holds ``inst``'s CPUs and memory on, if they carry its flavor."""
         assert self.ledger is not None
-        cpu_rc = cpu_class(inst)
         cells: dict[int, dict[str, int]] = {}
         for rp, amounts in self.held.get(inst.uuid, {}).items():
             cid = self.ledger.cell_of.get(rp)
@@ -218,10 +208,11 @@ class _Planner:
             if cid is None:
                 return None  # CPUs or memory held off the cells: not where they belong
             cells[cid] = part
-        cpus = sum(c.get(cpu_rc, 0) for c in cells.values())
-        mem = sum(c.get("MEMORY_MB", 0) for c in cells.values())
-        other_cpu = sum(c.get(rc, 0) for c in cells.values() for rc in ("VCPU", "PCPU")) - cpus
-        if not cells or other_cpu or (cpus, mem) != (inst.flavor.vcpus, inst.flavor.memory_mb):
+        want = {**cpu_amounts(inst), "MEMORY_MB": inst.flavor.memory_mb}
+        held = {rc: sum(c.get(rc, 0) for c in cells.values()) for rc in CPU_MEMORY_CLASSES}
+        if not cells or {rc: n for rc, n in held.items() if n} != {
+            k: v for k, v in want.items() if v
+        }:
             return None
         return cells
 
@@ -238,7 +229,6 @@ class _Planner:
         """Pinned cells split evenly, else the whole instance on the most free cell."""
         ledger = self.ledger
         assert ledger is not None
-        cpu_rc = cpu_class(inst)
         cells = [c for c in inst.numa_cells if c in ledger.uuids]
         if len(cells) != len(inst.numa_cells):
             LOG.warning(
@@ -251,15 +241,12 @@ class _Planner:
             )
             cells = []
         if not cells:
-            cells = [ledger.best_cell(cpu_rc)]
-        split: dict[int, dict[str, int]] = {}
-        for cid, cpus, mem in zip(
-            cells,
-            _split(inst.flavor.vcpus, len(cells)),
-            _split(inst.flavor.memory_mb, len(cells)),
-            strict=True,
-        ):
-            split[cid] = {k: v for k, v in ((cpu_rc, cpus), ("MEMORY_MB", mem)) if v}
+            cells = [ledger.best_cell(main_cpu_class(inst))]
+        split: dict[int, dict[str, int]] = {c: {} for c in cells}
+        for rc, n in {**cpu_amounts(inst), "MEMORY_MB": inst.flavor.memory_mb}.items():
+            for cid, part in zip(cells, _split(n, len(cells)), strict=True):
+                if part:
+                    split[cid][rc] = part
         self.on_cells(inst, split, res)
 
     # -- disk and devices -----------------------------------------------------------
@@ -376,6 +363,9 @@ def plan_allocations(
         planner.disk(inst, res)
         planner.pci(inst, res)
         planner.mdevs(inst, res)
+        encrypted = plan_mem_encryption(inst, tree, host.nodename)
+        if encrypted is not None:
+            res[encrypted][MEM_ENCRYPTION_CONTEXT] += 1
         if res:
             out[inst.uuid] = _allocation(inst, res)
     return dict(sorted(out.items()))

@@ -47,3 +47,12 @@ def whole_device_provider_name(nodename: str, address: str, policy: LayoutPolicy
     if policy.pci_in_placement:
         return pci_placement_provider_name(nodename, address)
     return device_provider_name(nodename, address)
+
+
+def mem_encryption_provider_name(nodename: str, model: str) -> str:
+    """``{nodename}_{model}``, e.g. ``cn1_amd_sev``: nova's memory encryption child.
+
+    Source: nova/virt/libvirt/driver.py ``_ensure_memory_encryption_providers``
+    (``'%s_%s' % (nodename, me_id)``, the model with ``_`` for ``-``).
+    """
+    return f"{nodename}_{model}"

@@ -4,11 +4,13 @@ Spec: reshape-provider-tree.txt. A reshape moves inventory from one provider
 of a compute node's tree to another (or from one resource class to another)
 *with* the allocations held against it, in one atomic ``POST /reshaper``,
 so no scheduler ever sees the capacity twice or an allocation without its
-inventory. The three shape changes the agent makes (docs/reshape.md):
+inventory. The shape changes the agent makes (docs/reshape.md):
 
 1. VGPU on the compute node -> one child provider per physical GPU;
 2. flat -> NUMA (``[numa] model_in_placement``) and back;
-3. ``[compute] resource_class_renames = CUSTOM_OLD:NEW``.
+3. ``[compute] resource_class_renames = CUSTOM_OLD:NEW``;
+4. MEM_ENCRYPTION_CONTEXT on the compute node (nova before 2025.2) -> the
+   AMD SEV child ``{nodename}_amd_sev`` (:mod:`agent.shape.mem_encryption`).
 
 None of them is special-cased here: :func:`find_moves` compares the tree
 Placement holds with the tree :mod:`agent.shape.layout` wants and reports every
@@ -136,8 +138,22 @@ def find_moves(
             any(new.exists(u) for u in losing) or any(held.exists(u) for u in gaining)
         )
         if renamed or relocated:
-            moves.append(ClassMove(rc, tuple(sources), tuple(targets)))
+            moves.append(ClassMove(rc, tuple(sources), tuple(_preferred(rc, targets, new))))
     return moves
+
+
+def _preferred(rc: str, targets: list[str], new: ProviderTree) -> list[str]:
+    """The targets a class may move to: for MEM_ENCRYPTION_CONTEXT, the AMD SEV child alone.
+
+    Before 2025.2 nova had only SEV and put its slots on the compute node; nova's
+    reshape (libvirt driver ``_reshape_memory_encryption_allocations``) moves
+    every such allocation to the child with ``HW_CPU_X86_AMD_SEV``, never to
+    an SEV-ES or SEV-SNP one (a guest's model does not change).
+    """
+    if rc != "MEM_ENCRYPTION_CONTEXT":
+        return targets
+    sev = [u for u in targets if "HW_CPU_X86_AMD_SEV" in new.data(u).traits]
+    return sev or targets
 
 
 def describe_moves(moves: Iterable[ClassMove], held: ProviderTree, new: ProviderTree) -> str:

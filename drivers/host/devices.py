@@ -13,15 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from drivers.host.device_spec import first_match
-from drivers.host.discovery import Discovery
-from drivers.host.mdev import discover_mdevs
-from drivers.host.nvidia import discover_nvidia_vgpus
-from drivers.host.pci import PciFunction
-from drivers.host.settings import HostSettings
-from drivers.host.sriov import pf_spec
-from drivers.host.sysfs import SysfsReader
-from drivers.records import (
+from drivers.device_views import (
     REASON_IN_USE_BY_HOST,
     REASON_MDEV_NOT_ENABLED,
     REASON_NO_SPEC,
@@ -30,10 +22,16 @@ from drivers.records import (
     REASON_PARENT_NOT_OFFERED,
     REASON_VF_OF_OFFERED,
     DeviceView,
-    Gpu,
-    PciDevice,
-    SriovPF,
 )
+from drivers.host.device_spec import first_match
+from drivers.host.discovery import Discovery
+from drivers.host.mdev import discover_mdevs
+from drivers.host.nvidia import discover_nvidia_vgpus
+from drivers.host.pci import PciFunction
+from drivers.host.settings import HostSettings
+from drivers.host.sriov import pf_spec
+from drivers.host.sysfs import SysfsReader
+from drivers.records import Gpu, PciDevice, SriovPF
 
 
 def _supported_types(

@@ -9,12 +9,13 @@ from __future__ import annotations
 from oslo_config import cfg
 
 from drivers.base import SingleNodeDriver
+from drivers.device_views import DeviceView
 from drivers.events import DevicesChanged
 from drivers.host.devices import device_views
 from drivers.host.discovery import Discovery, discover_host
 from drivers.host.hotplug import HotplugMonitor
 from drivers.host.settings import HostSettings, settings_from_conf
-from drivers.records import DeviceView, HostResources, Instance
+from drivers.records import HostResources, Instance
 
 
 class HostDriver(SingleNodeDriver):

@@ -5,7 +5,10 @@ Source: ``virDomainGetXMLDesc`` (format: libvirt's formatdomain.html). Read:
 * ``<uuid>``, ``<name>``; ``<vcpu>`` (the maximum: what the domain may use);
   ``<memory unit='KiB'>`` (MiB, rounded up);
 * dedicated CPUs: every vCPU has a ``<cputune><vcpupin>`` on exactly one
-  host CPU (how nova pins ``hw:cpu_policy=dedicated`` guests);
+  host CPU (how nova pins ``hw:cpu_policy=dedicated`` guests); the pins and
+  ``<emulatorpin>`` are kept for :mod:`drivers.libvirt.cpu_policy` (mixed
+  guests, isolated emulator threads);
+* memory encryption: ``<launchSecurity>`` (:func:`.mem_encryption.guest_model`);
 * NUMA affinity: host cells of ``<numatune><memnode nodeset>`` or, without
   those, ``<numatune><memory nodeset>``;
 * disks (``device='disk'``): the root disk is the one with the lowest
@@ -21,9 +24,12 @@ from __future__ import annotations
 
 import math
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from drivers.host.cpuset import parse_cpu_spec
+from drivers.libvirt.mem_encryption import guest_model
 from drivers.libvirt.xmlutil import LibvirtXMLError, parse_xml, to_int
 
 ACCOUNTED_HOSTDEV_TYPES = frozenset({"pci", "mdev"})
@@ -88,6 +94,10 @@ class DomainDef:
         direct_interfaces: host interface names of ``type='direct'`` interfaces.
         other_hostdevs: ``<hostdev type>`` values that hold no Placement resource
             (usb, scsi, ...) or that are unknown.
+        vcpu_pins: vCPU number -> host CPUs of its ``<vcpupin>``.
+        emulator_pin: host CPUs of ``<emulatorpin>`` (empty when none).
+        mem_encryption: ``amd_sev``, ``amd_sev_es``, ``amd_sev_snp``, another
+            ``<launchSecurity type>``, or "".
     """
 
     uuid: str
@@ -102,6 +112,9 @@ class DomainDef:
     mdev_uuids: tuple[str, ...] = ()
     direct_interfaces: tuple[str, ...] = ()
     other_hostdevs: tuple[str, ...] = ()
+    vcpu_pins: Mapping[int, frozenset[int]] = field(default_factory=lambda: MappingProxyType({}))
+    emulator_pin: frozenset[int] = frozenset()
+    mem_encryption: str = ""
 
 
 def _memory_mb(elem: ET.Element | None, what: str) -> int:
@@ -142,7 +155,8 @@ def _cells(numatune: ET.Element | None, what: str) -> tuple[int, ...]:
     return tuple(sorted(cells))
 
 
-def _pinned(root: ET.Element, vcpus: int, what: str) -> bool:
+def _pins(root: ET.Element, what: str) -> tuple[dict[int, frozenset[int]], frozenset[int]]:
+    """``({vcpu: host CPUs}, emulator host CPUs)`` of ``<cputune>``."""
     pins: dict[int, frozenset[int]] = {}
     for pin in root.findall("cputune/vcpupin"):
         try:
@@ -151,7 +165,12 @@ def _pinned(root: ET.Element, vcpus: int, what: str) -> bool:
             )
         except ValueError as exc:
             raise LibvirtXMLError(what, f"<vcpupin cpuset={pin.get('cpuset')!r}>: {exc}") from None
-    return vcpus > 0 and all(len(pins.get(v, ())) == 1 for v in range(vcpus))
+    emulator = root.find("cputune/emulatorpin")
+    text = emulator.get("cpuset", "") if emulator is not None else ""
+    try:
+        return pins, parse_cpu_spec(text)
+    except ValueError as exc:
+        raise LibvirtXMLError(what, f"<emulatorpin cpuset={text!r}>: {exc}") from None
 
 
 def _disk(elem: ET.Element, what: str) -> Disk:
@@ -255,12 +274,13 @@ def domain_from_element(root: ET.Element, what: str = "domain") -> DomainDef:
     disks, root_disk = _disks(root, what)
     pci, mdevs, others = _hostdevs(root, what)
     interface_pci, direct = _interfaces(root, what)
+    pins, emulator = _pins(root, what)
     return DomainDef(
         uuid=uuid,
         name=name,
         vcpus=vcpus,
         memory_mb=_memory_mb(root.find("memory"), what),
-        pinned=_pinned(root, vcpus, what),
+        pinned=vcpus > 0 and all(len(pins.get(v, ())) == 1 for v in range(vcpus)),
         numa_cells=_cells(root.find("numatune"), what),
         disks=disks,
         root=root_disk,
@@ -268,4 +288,7 @@ def domain_from_element(root: ET.Element, what: str = "domain") -> DomainDef:
         mdev_uuids=mdevs,
         direct_interfaces=direct,
         other_hostdevs=others,
+        vcpu_pins=MappingProxyType(pins),
+        emulator_pin=emulator,
+        mem_encryption=guest_model(root, what),
     )

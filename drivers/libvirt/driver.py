@@ -66,6 +66,7 @@ class LibvirtDriver(SingleNodeDriver):
             opts.unowned_user_id,
             self.host.devices,
             self._warn,
+            self.settings.shared,
         )
 
     def _warn(self, message: str) -> None:

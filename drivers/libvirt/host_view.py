@@ -37,6 +37,7 @@ from drivers.libvirt.connection import (
     LibvirtConnectionError,
     listed_xml,
 )
+from drivers.libvirt.mem_encryption import host_models, parse_sev
 from drivers.libvirt.nodedev import (
     HostDevices,
     MdevNodeDevice,
@@ -47,7 +48,7 @@ from drivers.libvirt.nodedev import (
 from drivers.libvirt.options import GROUP
 from drivers.libvirt.reader import CapabilityTraits
 from drivers.libvirt.xmlutil import LibvirtXMLError
-from drivers.records import Gpu, HostResources, NumaCell, cells_mib
+from drivers.records import Gpu, HostResources, MemEncryption, NumaCell, cells_mib
 
 # Only these kinds matter to Placement; listing them alone spares an XMLDesc
 # call per USB port, SCSI target and block device.
@@ -191,6 +192,26 @@ class HostView:
                     )
         return gpus
 
+    def _mem_encryption(
+        self, conn: libvirt.virConnect, arch: str, reader: SysfsReader
+    ) -> tuple[MemEncryption, ...]:
+        """AMD SEV models from the domain capabilities just read (:mod:`.mem_encryption`)."""
+        text = self.capability_traits.domain_text
+        if not text or arch != "x86_64":
+            return ()
+        try:
+            sev = parse_sev(text)
+        except LibvirtXMLError as exc:
+            self._warn(f"{exc}; no memory encryption (SEV) is reported")
+            return ()
+        if not sev.sev:
+            return ()
+        qemu = int(self.connection.call("virConnectGetVersion", conn.getVersion))
+        models = host_models(arch, sev, reader, qemu)
+        for line in reader.warnings:
+            self._warn(line)
+        return models
+
     def discover(self) -> LibvirtHost:
         """Read the host now (kept as :attr:`last`).
 
@@ -220,6 +241,9 @@ class HostView:
         devices = self.read_node_devices(self.list_node_devices())
         gpus = self._gpus(devices)
         gpu_addresses = frozenset(g.address for g in gpus)
+        traits = cpu_traits(features, caps.vendor, threads) | self.capability_traits.read(
+            self.connection, conn, caps.arch, self._caps_text
+        )
         resources = HostResources(
             nodename=self.settings.nodename,
             vcpus=len(vcpu_ids),
@@ -227,8 +251,7 @@ class HostView:
             memory_mb=int(info[1]),
             disk_gb=disk.total_gb,
             shared_storage=disk.shared,
-            traits=cpu_traits(features, caps.vendor, threads)
-            | self.capability_traits.read(self.connection, conn, caps.arch, self._caps_text),
+            traits=traits,
             numa_cells=_numa_cells(caps, vcpu_ids, pcpu_ids),
             pci_devices=discover_passthrough(devices.functions, self.settings.specs, gpu_addresses),
             sriov_pfs=discover_sriov(devices.functions, self.settings.specs, gpu_addresses),
@@ -239,6 +262,7 @@ class HostView:
                 if self.image_cache is not None and not disk.shared
                 else 0
             ),
+            mem_encryption=self._mem_encryption(conn, caps.arch, SysfsReader(reader.root)),
         )
         self.last = LibvirtHost(resources, caps, devices, features)
         return self.last

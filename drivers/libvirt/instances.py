@@ -21,7 +21,9 @@ from drivers.libvirt.connection import (
     LibvirtConnectionError,
     listed_xml,
 )
+from drivers.libvirt.cpu_policy import CpuPolicy, cpu_policy
 from drivers.libvirt.domain import DomainDef, domain_from_element
+from drivers.libvirt.mem_encryption import TRAITS
 from drivers.libvirt.metadata import InstanceMeta, read_metadata
 from drivers.libvirt.nodedev import HostDevices
 from drivers.libvirt.xmlutil import LibvirtXMLError, parse_xml
@@ -41,6 +43,9 @@ class InstanceView:
         devices: the host's node devices (a macvtap interface on a VF holds
             that VF); called once per read, only when a domain needs it.
         warn: where warnings go (the driver keeps them and logs each once).
+        shared_cpus: ``[compute] cpu_shared_set``, or None: tells a mixed guest's
+            shared vCPUs and a shared emulator thread from dedicated ones
+            (:mod:`drivers.libvirt.cpu_policy`).
 
     Attributes:
         unreadable: UUIDs of the domains the last :meth:`read` listed but
@@ -54,7 +59,9 @@ class InstanceView:
         unowned_user_id: str,
         devices: Callable[[], HostDevices],
         warn: Callable[[str], None],
+        shared_cpus: frozenset[int] | None = None,
     ) -> None:
+        self.shared_cpus = shared_cpus
         self.connection = connection
         self.unowned_project_id = unowned_project_id
         self.unowned_user_id = unowned_user_id
@@ -144,6 +151,19 @@ class InstanceView:
             self._warn(f"{exc}; counted under the unowned project and user")
             return ddef, None
 
+    def _cpu_policy(self, ddef: DomainDef, meta: InstanceMeta | None, what: str) -> CpuPolicy:
+        """The guest's dedicated vCPUs and emulator threads (:mod:`.cpu_policy`); nova's
+        recorded extra specs are set aside, with a warning, when a mask in them does not parse."""
+        flavor = meta.flavor if meta is not None else None
+        specs = flavor.extra_specs if flavor is not None else {}
+        vcpus = flavor.vcpus if flavor is not None and flavor.vcpus is not None else ddef.vcpus
+        pins, emulator = ddef.vcpu_pins, ddef.emulator_pin
+        try:
+            return cpu_policy(vcpus, pins, emulator, specs, self.shared_cpus, what)
+        except LibvirtXMLError as exc:
+            self._warn(f"{exc}; the CPU policy is read from the domain's <cputune>")
+            return cpu_policy(vcpus, pins, emulator, {}, self.shared_cpus, what)
+
     def _domain_exists(self, dom: libvirt.virDomain) -> bool:
         """False when ``dom`` went away since it was listed (then it is gone, not unreadable)."""
         try:
@@ -208,6 +228,12 @@ class InstanceView:
             bfv = meta.boot_from_volume
         else:
             bfv = ddef.root is not None and ddef.root.is_volume
+        policy = self._cpu_policy(ddef, meta, what)
+        if ddef.mem_encryption and ddef.mem_encryption not in TRAITS:
+            self._warn(
+                f"{what}: <launchSecurity type={ddef.mem_encryption!r}> is not a memory "
+                "encryption model the agent reports (AMD SEV, SEV-ES, SEV-SNP); none is allocated"
+            )
         pci = list(ddef.pci_addresses)
         for iface in ddef.direct_interfaces:
             address = devices.netdev_to_pci.get(iface)
@@ -220,7 +246,10 @@ class InstanceView:
             user_id=meta.user_id if meta else self.unowned_user_id,
             flavor=flavor,
             boot_from_volume=bfv,
-            pinned=ddef.pinned,
+            pinned=policy.dedicated >= flavor.vcpus > 0,
+            dedicated_vcpus=policy.dedicated,
+            emulator_isolated=policy.emulator_isolated,
+            mem_encryption=ddef.mem_encryption if ddef.mem_encryption in TRAITS else "",
             numa_cells=ddef.numa_cells,
             pci_devices=tuple(dict.fromkeys(pci)),
             mdevs=tuple(dict.fromkeys(ddef.mdev_uuids)),

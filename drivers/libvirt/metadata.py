@@ -19,7 +19,9 @@ nova's element (namespace ``http://openstack.org/xmlns/libvirt/nova/1.x``,
 written by nova's libvirt driver, ``_get_guest_config_meta``)::
 
     <nova:instance><nova:flavor name=><nova:memory/><nova:disk/><nova:swap/>
-      <nova:ephemeral/><nova:vcpus/></nova:flavor>
+      <nova:ephemeral/><nova:vcpus/>
+      <nova:extraSpecs><nova:extraSpec name="hw:cpu_policy">mixed</nova:extraSpec>
+      </nova:extraSpecs></nova:flavor>
       <nova:owner><nova:user uuid=/><nova:project uuid=/></nova:owner>
       <nova:root type="image" uuid=/></nova:instance>
 
@@ -30,7 +32,9 @@ absence means the instance was booted from a volume.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from drivers.libvirt.xmlutil import LibvirtXMLError, local_name, namespace, to_int
 
@@ -52,6 +56,8 @@ class FlavorMeta:
         root_gb: GiB.
         ephemeral_gb: GiB.
         swap_mb: MiB.
+        extra_specs: nova's recorded flavor extra specs (``<nova:extraSpecs>``; empty
+            for the agent's element and for nova before it wrote them).
     """
 
     name: str = ""
@@ -60,6 +66,7 @@ class FlavorMeta:
     root_gb: int = 0
     ephemeral_gb: int = 0
     swap_mb: int = 0
+    extra_specs: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +152,13 @@ def _nova(elem: ET.Element, what: str) -> InstanceMeta:
             root_gb=amount("disk"),
             ephemeral_gb=amount("ephemeral"),
             swap_mb=amount("swap"),
+            extra_specs=MappingProxyType(
+                {
+                    e.get("name", ""): (e.text or "").strip()
+                    for e in f.findall(f"{ns}extraSpecs/{ns}extraSpec")
+                    if e.get("name")
+                }
+            ),
         )
     bfv = elem.find(f"{ns}root") is None
     name = (elem.findtext(f"{ns}name") or "").strip()

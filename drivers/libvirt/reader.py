@@ -55,6 +55,10 @@ class CapabilityTraits:
     Args:
         conf: the loaded configuration.
         warn: where warnings go (the driver logs each once).
+
+    Attributes:
+        domain_text: the domain capabilities document of the last read, or None
+            when libvirt could not give one (memory encryption reads it too).
     """
 
     def __init__(self, conf: cfg.ConfigOpts, warn: Callable[[str], None]) -> None:
@@ -64,6 +68,7 @@ class CapabilityTraits:
         self._warn = warn
         self._told = False
         self._asked_host_arch = False
+        self.domain_text: str | None = None
 
     def _from_files(self) -> list[tuple[str, str]]:
         out = []
@@ -147,6 +152,7 @@ class CapabilityTraits:
             LibvirtConnectionError: the connection was lost.
             ConfigError: a ``domain_capabilities_file`` cannot be read.
         """
+        self.domain_text = None
         try:
             texts = (
                 self._from_files()
@@ -167,6 +173,8 @@ class CapabilityTraits:
                 self._warn(f"{exc} ({what}); its storage-bus and video-model traits are left out")
                 continue
             found[(dom.arch, dom.machine)] = dom
+            if dom.arch == arch and self.domain_text is None:
+                self.domain_text = text  # the host arch's first: memory encryption reads it
         asked = bool(self.domain_files) or self._asked_host_arch
         if asked and not any(key[0] == arch for key in found):
             self._warn(

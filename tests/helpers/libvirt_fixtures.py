@@ -103,3 +103,15 @@ def libvirt_driver(
 ) -> LibvirtDriver:
     """A :class:`LibvirtDriver` on ``fixture``."""
     return LibvirtDriver(make_conf(tmp_path, fixture, **groups))
+
+
+def sev_host_groups() -> dict[str, dict[str, object]]:
+    """The configuration of the ``sev-host`` fixture: its domain capabilities (libvirt's
+    ``<sev>``), its kvm_amd parameters as the sysfs root, CPUs 0-7 shared and 8-15
+    dedicated."""
+    fixture = LIBVIRT / "sev-host"
+    return {
+        "libvirt": {"domain_capabilities_file": str(fixture / "domcapabilities.xml")},
+        "host_driver": {"sysfs_root": str(fixture / "sysfs")},
+        "compute": {"cpu_shared_set": "0-7", "cpu_dedicated_set": "8-15"},
+    }

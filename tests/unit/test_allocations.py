@@ -7,8 +7,9 @@ from dataclasses import replace
 
 from agent.cli.render import discover_record
 from agent.model.provider_tree import ProviderTree
+from agent.shape.instance_amounts import disk_gb
 from agent.shape.layout import apply_layout
-from agent.shape.planning import disk_gb, plan_allocations
+from agent.shape.planning import plan_allocations
 from agent.shape.policy import LayoutPolicy
 from drivers.records import (
     Flavor,
@@ -275,3 +276,32 @@ def test_vgpus_land_as_the_mdev_class_of_their_type():
     )
     _, got = plan([inst(1, mdevs=(MDEV,))], policy=policy)
     assert got[inst(1).uuid]["cn_pci_0000_af_00_0"] == {"CUSTOM_M60": 1}
+
+
+def test_mixed_and_isolated_emulator_threads_on_a_flat_tree():
+    mixed = inst(1, flavor=Flavor(4, 4096, 20), dedicated_vcpus=3, emulator_isolated=True)
+    pinned = inst(2, pinned=True, emulator_isolated=True)
+    # isolate on a shared guest adds nothing (nova honours it with dedicated CPUs only).
+    shared = inst(3, emulator_isolated=True)
+    _, by_name = plan([mixed, pinned, shared])
+    assert by_name[mixed.uuid]["cn"] == {"DISK_GB": 20, "MEMORY_MB": 4096, "PCPU": 4, "VCPU": 1}
+    assert by_name[pinned.uuid]["cn"] == {"DISK_GB": 20, "MEMORY_MB": 4096, "PCPU": 3}
+    assert by_name[shared.uuid]["cn"] == {"DISK_GB": 20, "MEMORY_MB": 4096, "VCPU": 2}
+
+
+def test_mixed_instance_on_numa_cells():
+    numa = replace(POLICY, model_numa=True)
+    mixed = inst(1, flavor=Flavor(4, 4096, 20), dedicated_vcpus=2, emulator_isolated=True)
+    split = inst(2, flavor=Flavor(4, 4096, 20), dedicated_vcpus=2, numa_cells=(0, 1))
+    _, by_name = plan([mixed, split], policy=numa)
+    cells = {rp: r for rp, r in by_name[mixed.uuid].items() if "_NUMA" in rp}
+    # Whole on one cell (the cell with the most free PCPU), both CPU classes together.
+    assert list(cells.values()) == [{"MEMORY_MB": 4096, "PCPU": 3, "VCPU": 2}]
+    assert by_name[split.uuid]["cn_NUMA0"] == {"MEMORY_MB": 2048, "PCPU": 1, "VCPU": 1}
+    assert by_name[split.uuid]["cn_NUMA1"] == {"MEMORY_MB": 2048, "PCPU": 1, "VCPU": 1}
+    # Placement holding it on the other cell keeps it there (sticky), both classes included.
+    (chosen,) = cells
+    other = "cn_NUMA1" if chosen == "cn_NUMA0" else "cn_NUMA0"
+    held = {mixed.uuid: {laid_out(policy=numa).data(other).uuid: cells[chosen]}}
+    _, again = plan([mixed, split], policy=numa, held=held)
+    assert again[mixed.uuid][other] == cells[chosen] and chosen not in again[mixed.uuid]

@@ -18,6 +18,7 @@ from drivers.records import (
     HostResources,
     Mdev,
     MdevType,
+    MemEncryption,
     NumaCell,
     PciDevice,
     SriovPF,
@@ -396,3 +397,36 @@ def test_a_moved_provider_keeps_its_uuid_even_a_random_one():
     apply_layout(t, host(), replace(POLICY, model_numa=True))
     assert t.data("cn_pci_0000_af_00_0").uuid == nova_uuid
     assert t.data(nova_uuid).parent_uuid == t.data("cn_NUMA0").uuid
+
+
+SEV = MemEncryption("amd_sev", 59, "HW_CPU_X86_AMD_SEV")
+
+
+def test_memory_encryption_children_are_novas_shape():
+    sev_host = host(
+        traits=host().traits | {"HW_CPU_X86_AMD_SEV"},  # a CPU flag: never on the root
+        mem_encryption=(SEV, MemEncryption("amd_sev_es", 0, "HW_CPU_X86_AMD_SEV_ES")),
+    )
+    tree = build(sev_host)
+    child = tree.data("cn_amd_sev")
+    assert child.parent_uuid == ROOT
+    inv = child.inventory["MEM_ENCRYPTION_CONTEXT"]
+    assert (inv.total, inv.min_unit, inv.max_unit, inv.step_size, inv.reserved) == (59, 1, 1, 1, 0)
+    assert child.traits == {"HW_CPU_X86_AMD_SEV", OWNER_TRAIT}
+    assert not tree.exists("cn_amd_sev_es")  # no slots: no provider (nova removes it)
+    assert "HW_CPU_X86_AMD_SEV" not in tree.data("cn").traits
+
+
+@pytest.mark.parametrize("traits", [["OWNER_NOVA", "HW_CPU_X86_AMD_SEV"], []])
+def test_novas_memory_encryption_child_is_taken_over(traits):
+    """nova 2025.2's child (OWNER_NOVA), or one without it: kept with nova's UUID."""
+    tree = ProviderTree()
+    tree.new_root("cn", ROOT)
+    novas = str(uuid.uuid4())
+    tree.new_child("cn_amd_sev", "cn", uuid=novas)
+    tree.update_inventory(novas, {"MEM_ENCRYPTION_CONTEXT": {"total": 59, "max_unit": 1}})
+    tree.update_traits(novas, traits)
+    assert ownership.foreign(tree, "cn", OWNER_TRAIT) == []
+    build(host(mem_encryption=(SEV,)), POLICY, tree)
+    assert tree.data("cn_amd_sev").uuid == novas
+    assert tree.data(novas).traits == {"HW_CPU_X86_AMD_SEV", OWNER_TRAIT}

@@ -15,7 +15,9 @@ from agent.nova_import.instances import consumers, instance_record
 from agent.nova_import.nodes import compute_node, pci_records
 from agent.nova_import.novajson import flavor_column, host_numa_cells, instance_numa, pci_pools
 from agent.nova_import.refusal import RowRefused
+from agent.shape.instance_amounts import cpu_amounts
 from tests.helpers.nova_cell import NODE_FIGURES, NOVA_JSON
+from tests.helpers.nova_request import flavor, requested_resources
 
 
 def node_row(**cols):
@@ -210,10 +212,46 @@ def test_unreadable_flavor_refuses_the_instance_only(flavor, says):
     assert says in line
 
 
-def test_mixed_cpu_policy_is_refused():
+def with_specs(**specs: str):
     rows = cell_rows()
     doc = json.loads(NOVA_JSON["flavor_small"])
-    doc["cur"]["nova_object.data"]["extra_specs"] = {"hw:cpu_policy": "mixed"}
+    doc["cur"]["nova_object.data"]["extra_specs"] = specs
     rows.extras["i-1"]["flavor"] = json.dumps(doc)
+    return rows
+
+
+def test_mixed_cpu_policy_without_a_mask_is_refused():
+    rows = with_specs(**{"hw:cpu_policy": "mixed"})
     (line,) = [r.line() for r in consumers(rows).refusals]
-    assert "hw:cpu_policy=mixed" in line and "heal_allocations" in line
+    assert "hw:cpu_policy=mixed without hw:cpu_dedicated_mask" in line
+    assert "heal_allocations" in line
+
+
+def test_mixed_cpus_and_isolated_emulator_threads_are_imported_as_nova_asks():
+    """nova's ResourceRequest for the same flavor is the judge."""
+    specs = {
+        "hw:cpu_policy": "mixed",
+        "hw:cpu_dedicated_mask": "^0",
+        "hw:emulator_threads_policy": "isolate",
+    }
+    rows = with_specs(**specs)
+    record = instance_record(rows.instances["i-1"], rows)
+    f = record.flavor
+    asked = requested_resources(
+        flavor(
+            f.vcpus, f.memory_mb, f.root_gb, **{k.replace(":", "_", 1): v for k, v in specs.items()}
+        )
+    )
+    assert cpu_amounts(record) == {rc: asked[rc] for rc in ("VCPU", "PCPU") if rc in asked}
+    assert (record.dedicated_vcpus, record.emulator_isolated) == (f.vcpus - 1, True)
+    dedicated = with_specs(
+        **{"hw:cpu_policy": "dedicated", "hw:emulator_threads_policy": "isolate"}
+    )
+    record = instance_record(dedicated.instances["i-1"], dedicated)
+    assert cpu_amounts(record) == {"PCPU": record.flavor.vcpus + 1}
+
+
+def test_bad_mask_refuses_the_instance():
+    rows = with_specs(**{"hw:cpu_policy": "mixed", "hw:cpu_dedicated_mask": "x"})
+    (line,) = [r.line() for r in consumers(rows).refusals]
+    assert "hw:cpu_dedicated_mask 'x'" in line

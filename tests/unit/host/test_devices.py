@@ -15,11 +15,7 @@ import pytest
 from agent.cli.commands import discover as discover_command
 from agent.cli.main import main
 from agent.cli.pci_ids import SEARCH_PATHS, PciIds
-from drivers.host.device_spec import parse_device_specs
-from drivers.host.devices import device_views
-from drivers.host.discovery import discover_host
-from drivers.host.settings import HostSettings
-from drivers.records import (
+from drivers.device_views import (
     REASON_IN_USE_BY_HOST,
     REASON_MDEV_NOT_ENABLED,
     REASON_NO_SPEC,
@@ -28,6 +24,10 @@ from drivers.records import (
     REASON_PARENT_NOT_OFFERED,
     REASON_VF_OF_OFFERED,
 )
+from drivers.host.device_spec import parse_device_specs
+from drivers.host.devices import device_views
+from drivers.host.discovery import discover_host
+from drivers.host.settings import HostSettings
 from tests.helpers.paths import REPO
 
 SYSFS = REPO / "tests" / "fixtures" / "sysfs"
