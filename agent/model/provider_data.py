@@ -116,20 +116,16 @@ class ProviderNode:
 
     def replace_traits(self, traits: Iterable[str], generation: int | None = None) -> bool:
         """Replace the trait set; True when it changed."""
-        new = frozenset(traits)
-        changed = new != self.traits
-        if changed:
-            self.traits = new
-            self.snapshot = None
-        self.record_generation(generation)
-        return changed
+        return self._replace_set("traits", frozenset(traits), generation)
 
     def replace_aggregates(self, aggregates: Iterable[str], generation: int | None = None) -> bool:
         """Replace the aggregate set (UUIDs); True when it changed."""
-        new = frozenset(aggregates)
-        changed = new != self.aggregates
+        return self._replace_set("aggregates", frozenset(aggregates), generation)
+
+    def _replace_set(self, attr: str, new: frozenset[str], generation: int | None) -> bool:
+        changed = new != getattr(self, attr)
         if changed:
-            self.aggregates = new
+            setattr(self, attr, new)
             self.snapshot = None
         self.record_generation(generation)
         return changed

@@ -22,9 +22,8 @@ from tests.helpers.hosts import HostDescription, host_file
 from tests.helpers.libvirt_fixtures import uri
 from tests.helpers.libvirtd import Libvirtd
 from tests.helpers.names import unique
-from tests.helpers.paths import EXAMPLES
 from tests.helpers.placement_http import http_get
-from tests.helpers.service import agent, last_cycle, stop, wait_for, write_conf
+from tests.helpers.service import agent, last_cycle, served_conf, stop, wait_for
 
 DOMAIN = (
     "<domain type='test'><name>{name}</name><uuid>{uuid}</uuid>"
@@ -199,13 +198,7 @@ def test_editing_the_fake_host_file_reaches_placement_while_run_runs(tmp_path, s
     nodename = unique("evf")
     path = host_file(tmp_path, nodename)
     state = tmp_path / "state"
-    conf = write_conf(
-        tmp_path / "agent.conf",
-        state,
-        f"[placement]\nauth_type = admin_token\nendpoint = {served.url}\ntoken = admin",
-        update_interval=3600,
-    )
-    conf.write_text(conf.read_text().replace(str(EXAMPLES / "big-host.yaml"), str(path)))
+    conf = served_conf(tmp_path, state, served.url, path, update_interval=3600)
     proc = agent("run", "--config-file", str(conf), log=tmp_path / "agent.log")
     try:
         wait_for("the start-up cycle", lambda: last_cycle(state), proc=proc)

@@ -23,9 +23,8 @@ import yaml
 
 from agent.state.store import StateStore
 from tests.helpers.names import unique
-from tests.helpers.paths import EXAMPLES
 from tests.helpers.placement_http import http_get
-from tests.helpers.service import agent, run_cli, write_conf
+from tests.helpers.service import agent, run_cli, served_conf
 from tests.helpers.tracker import PROJECT, USER
 
 INSTANCES = 1000
@@ -65,13 +64,7 @@ def test_sigkill_while_writing_leaks_nothing(tmp_path, served):
     path = tmp_path / "host.yaml"
     uuids = host_yaml(path, nodename, INSTANCES)
     state = tmp_path / "state"
-    conf = write_conf(
-        tmp_path / "agent.conf",
-        state,
-        f"[placement]\nauth_type = admin_token\nendpoint = {served.url}\ntoken = admin",
-        update_interval=3600,
-    )
-    conf.write_text(conf.read_text().replace(str(EXAMPLES / "big-host.yaml"), str(path)))
+    conf = served_conf(tmp_path, state, served.url, path, update_interval=3600)
     proc = agent("run", "--config-file", str(conf), log=tmp_path / "agent.log")
     try:
         deadline = time.monotonic() + 120

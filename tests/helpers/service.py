@@ -42,6 +42,18 @@ def write_conf(path: Path, state: Path, *sections: str, **default: object) -> Pa
     return path
 
 
+def served_conf(tmp_path: Path, state: Path, url: str, host: Path, **default: object) -> Path:
+    """:func:`write_conf` for a Placement at ``url`` (admin token) and the host file ``host``."""
+    conf = write_conf(
+        tmp_path / "agent.conf",
+        state,
+        f"[placement]\nauth_type = admin_token\nendpoint = {url}\ntoken = admin",
+        **default,
+    )
+    conf.write_text(conf.read_text().replace(str(EXAMPLES / "big-host.yaml"), str(host)))
+    return conf
+
+
 def agent(
     *args: str, env: dict[str, str] | None = None, log: Path | None = None
 ) -> subprocess.Popen:
