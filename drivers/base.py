@@ -60,6 +60,15 @@ class ComputeDriver(EventEmitter, abc.ABC):
             KeyError: ``nodename`` is not managed by this driver.
         """
 
+    def hypervisor_hostname(self) -> str | None:
+        """The name the hypervisor gives this host, or None when the driver has none.
+
+        nova names a compute node after it (libvirt's ``getHostname()``,
+        ``nova/virt/libvirt/host.py`` ``get_hostname``), which need not be
+        ``[DEFAULT] host``: a takeover looks nova's compute node up by it.
+        """
+        return None
+
     def unreadable_instances(self, nodename: str) -> set[str]:
         """UUIDs of instances the last :meth:`list_instances` saw but could not read.
 

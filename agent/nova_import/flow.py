@@ -37,8 +37,8 @@ from agent.nova_import.shape import node_tree
 from agent.nova_import.stale import GoneLookup, held_on, remove_gone
 from agent.placement import endpoints
 from agent.placement.errors import PlacementError
-from agent.placement.mirror import RootConflict
 from agent.placement.report import ReportClient
+from agent.placement.roots import RootConflict
 from agent.shape.planning import cpu_memory_providers, plan_allocations
 from agent.shape.policy import LayoutPolicy
 from agent.shape.provider_names import whole_device_provider_name

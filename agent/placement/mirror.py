@@ -18,25 +18,21 @@ from typing import Any
 
 from agent.model.exceptions import AgentError
 from agent.model.names import is_custom
-from agent.model.provider_tree import ProviderTree, default_root_uuid
+from agent.model.provider_tree import ProviderTree
 from agent.model.resources import inventory_body
 from agent.placement import endpoints
 from agent.placement.client import PlacementClient
 from agent.placement.endpoints import ProviderRecord
-from agent.placement.errors import DuplicateName
+from agent.placement.roots import CREATED_HERE, ComputeNodes
 from agent.state.store import StateStore
 
 LOG = logging.getLogger(__name__)
 
-_CREATED_HERE = "_created_here"
+
 """Marks a listing record of a provider this client has just created (so it is empty)."""
 
 _LISTED = ("uuid", "name", "generation", "parent_provider_uuid")
 """The fields of a listing record the mirror keeps."""
-
-
-class RootConflict(AgentError):
-    """The compute node's name is held in Placement by another UUID than the one recorded."""
 
 
 def provider_record(tree: ProviderTree, uuid: str) -> dict[str, Any]:
@@ -128,6 +124,7 @@ class Mirror:
         trees: ``{nodename: ProviderTree}`` read so far (generations are Placement's).
         known_custom: custom resource classes and traits Placement is known to hold.
         read_this_cycle: roots listed since the last flush.
+        roots: finds or creates each node's compute node (:mod:`agent.placement.roots`).
     """
 
     def __init__(self, client: PlacementClient, state: StateStore) -> None:
@@ -136,6 +133,7 @@ class Mirror:
         self.trees: dict[str, ProviderTree] = {}
         self.known_custom: set[str] = set()
         self.read_this_cycle: set[str] = set()
+        self.roots = ComputeNodes(client, state)
 
     def tree(self, nodename: str) -> ProviderTree:
         """The mirror of ``nodename``'s tree (not a copy).
@@ -280,7 +278,7 @@ class Mirror:
         if stored:
             listing = endpoints.list_tree(self.client, stored)
         if not listing:
-            listing = self._find_or_create_root(nodename, stored, create, uuid)
+            listing = self.roots.find_or_create(nodename, stored, create, uuid)
             if not listing:
                 return []
         root_uuid = next(r["uuid"] for r in listing if r["parent_provider_uuid"] is None)
@@ -297,7 +295,7 @@ class Mirror:
         stale = []
         for rec in listing:
             uuid = rec["uuid"]
-            if rec.get(_CREATED_HERE):
+            if rec.get(CREATED_HERE):
                 continue  # a provider this client just created holds nothing yet
             if mirror.exists(uuid) and mirror.data(uuid).generation == rec["generation"]:
                 old = mirror.data(uuid)
@@ -309,70 +307,6 @@ class Mirror:
         for uuid in stale:
             read_provider_details(self.client, fresh, uuid)
         return fresh, stale
-
-    def _find_or_create_root(
-        self, nodename: str, stored: str | None, create: bool, uuid: str | None
-    ) -> list[ProviderRecord]:
-        found = endpoints.find_by_name(self.client, nodename)
-        if found:
-            held = found[0]["uuid"]
-            if stored and held != stored:
-                raise RootConflict(
-                    f"compute node {nodename!r}: Placement has resource provider {held} with "
-                    f"this name, but {self.state.path}/compute_nodes.json records {stored}. If "
-                    f"{held} is this host's compute node, remove {nodename!r} from that file and "
-                    "the agent adopts it; if another host already uses this name, give this "
-                    "host a unique [DEFAULT] host"
-                )
-            LOG.info("found compute node %s in Placement by name: %s", nodename, held)
-            return endpoints.list_tree(self.client, held)
-        if not create:
-            return []
-        adopted = self._nova_node(nodename, stored)
-        if adopted:
-            return adopted
-        uuid = stored or uuid or default_root_uuid(nodename)
-        try:
-            created = endpoints.create_provider(self.client, nodename, uuid)
-        except DuplicateName as exc:
-            raise RootConflict(
-                f"compute node {nodename!r} could not be created with UUID {uuid}: {exc.detail} "
-                "If a provider with this UUID is another host's, give this host a unique "
-                "[DEFAULT] host or remove its entry from compute_nodes.json"
-            ) from None
-        LOG.info("created compute node %s as resource provider %s", nodename, uuid)
-        return [{**created, _CREATED_HERE: True}]
-
-    def _nova_node(self, nodename: str, stored: str | None) -> list[ProviderRecord]:
-        """nova's compute node by its ``compute_id`` file, renamed ``nodename``; [] when none.
-
-        nova names a libvirt compute node after libvirt's hostname
-        (``getHostname()``), which need not be ``[DEFAULT] host``; its provider's
-        UUID is the one in nova's ``compute_id`` file
-        (:meth:`StateStore.nova_compute_id`). A root provider with that UUID is
-        this host's, whatever its name: it is renamed to ``nodename`` and taken
-        over (its inventories, traits and allocations kept), rather than a
-        second compute node being created beside it. Only when the state
-        records no UUID for ``nodename`` and none for another node.
-        """
-        nova_uuid = None if stored else self.state.nova_compute_id()
-        if nova_uuid is None or nova_uuid in self.state.root_uuids().values():
-            return []
-        listing = endpoints.list_tree(self.client, nova_uuid)
-        root = next((r for r in listing if r["uuid"] == nova_uuid), None)
-        if root is None or root["parent_provider_uuid"] is not None:
-            return []
-        LOG.warning(
-            "compute node %s: taking over nova's compute node %s (%s, from %s/compute_id): "
-            "renamed %s",
-            nodename,
-            root["name"],
-            nova_uuid,
-            self.state.path,
-            nodename,
-        )
-        endpoints.update_provider(self.client, nova_uuid, nodename, None)
-        return endpoints.list_tree(self.client, nova_uuid)
 
     def _remember_custom(self, tree: ProviderTree) -> None:
         # Names Placement already holds need no PUT /resource_classes or /traits.

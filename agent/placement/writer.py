@@ -25,8 +25,9 @@ from agent.placement import endpoints
 from agent.placement.client import PlacementClient
 from agent.placement.conflicts import retry_on_conflict
 from agent.placement.errors import GenerationConflict, InventoryInUse, NotFound, PlacementError
-from agent.placement.mirror import Mirror, RootConflict, provider_record, read_provider_details
+from agent.placement.mirror import Mirror, provider_record, read_provider_details
 from agent.placement.pool import Pool
+from agent.placement.roots import RootConflict
 
 LOG = logging.getLogger(__name__)
 

@@ -59,6 +59,10 @@ class FactSource(Protocol):
         """The instances ``uuids`` as they are now, and those unreadable."""
         ...
 
+    def hypervisor_hostname(self) -> str | None:
+        """The hypervisor's own name for this host, or None."""
+        ...
+
 
 class DriverAdapter:
     """A driver's facts laid out by the agent's rules, under the spec's names.
@@ -96,6 +100,10 @@ class DriverAdapter:
     ) -> tuple[dict[str, Instance], set[str]]:
         """The driver's targeted read of instances ``uuids``."""
         return self.driver.read_instances(nodename, uuids)
+
+    def hypervisor_hostname(self) -> str | None:
+        """The hypervisor's own name for this host (nova's compute node name), or None."""
+        return self.driver.hypervisor_hostname()
 
     # -- the spec's calls ----------------------------------------------------------------
 

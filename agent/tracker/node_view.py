@@ -105,6 +105,7 @@ class NodeViews:
         # nodename -> providers of gone hardware kept by the last layout (targeted
         # instance updates leave their allocations as held, as the audit does).
         self.retained: dict[str, set[str]] = {}
+        self._asked: set[str] = set()
 
     def look(self, nodename: str, *, startup: bool = False, retain: bool = True) -> NodeView:
         """Read the node's tree once, discover it once, lay it out (module docstring).
@@ -120,6 +121,7 @@ class NodeViews:
             ConfigError: the configuration does not fit the host.
             PlacementError, PlacementUnavailable: a read failed.
         """
+        self._hypervisor_name(nodename)
         tree = self.report.get_provider_tree_and_ensure_root(nodename)
         before = tree.copy()
         reshaped = False
@@ -143,6 +145,19 @@ class NodeViews:
             keep = retain_gone_hardware(self.report, self.owner_trait, nodename, before, tree)
             self.retained[nodename] = keep
         return self._view(nodename, tree, before, keep, reshaped)
+
+    def _hypervisor_name(self, nodename: str) -> None:
+        """Tell the mirror the hypervisor's name for a single-node host, once (a takeover
+        of nova's compute node named after it, docs/deployment.md)."""
+        names = self.report.mirror.roots.hypervisor_names
+        if nodename in names or nodename in self._asked:
+            return
+        self._asked.add(nodename)
+        if len(self.adapter.get_nodenames()) != 1:
+            return  # nova names a node after the hypervisor only on a one-node host
+        alias = self.adapter.hypervisor_hostname()
+        if alias and alias != nodename:
+            names[nodename] = alias
 
     def cached(self, nodename: str) -> NodeView:
         """The node as last read and laid out in this process, without a request if

@@ -18,6 +18,7 @@ from oslo_config import cfg
 
 from drivers.base import SingleNodeDriver
 from drivers.device_use import has_one_time_use, mark_in_use
+from drivers.errors import AgentError
 from drivers.host.settings import HostSettings, settings_from_conf
 from drivers.libvirt.connection import LibvirtConnection
 from drivers.libvirt.host_view import HostView, LibvirtHost
@@ -97,6 +98,17 @@ class LibvirtDriver(SingleNodeDriver):
             domains = self.instances.read(self.instances.list_domains())
             resources = mark_in_use(resources, domains)
         return resources
+
+    def hypervisor_hostname(self) -> str | None:
+        """libvirt's ``virConnectGetHostname`` (nova's compute node name), or None
+        when libvirt cannot be asked now (warned about: the takeover then goes by
+        ``[DEFAULT] host`` and nova's ``compute_id`` only)."""
+        try:
+            conn = self.connection.get()
+            return self.connection.call("virConnectGetHostname", conn.getHostname) or None
+        except AgentError as exc:
+            self._warn(f"libvirt's hostname could not be read: {exc}")
+            return None
 
     def discover(self) -> LibvirtHost:
         """Read the host now, its warnings replacing the last read's.

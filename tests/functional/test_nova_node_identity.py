@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import uuid as uuidlib
 
+import libvirt
 import pytest
 
 from agent.model.exceptions import ConfigError
 from agent.placement.report import ReportClient
 from agent.state.store import StateStore
+from agent.tracker.cycle import ResourceTracker
 from tests.helpers.libvirt_fixtures import libvirt_driver
 from tests.helpers.names import unique
 from tests.helpers.placement_http import call, http
@@ -70,3 +72,32 @@ def test_a_compute_id_without_a_uuid_is_refused_naming_the_file(tmp_path, embedd
     driver = libvirt_driver(tmp_path, "small-host", DEFAULT={"host": host})
     with pytest.raises(ConfigError, match="compute_id holds no UUID"):
         cycle(report, driver, host)
+
+
+def test_novas_provider_is_found_by_libvirts_hostname_without_a_compute_id(tmp_path, served):
+    """No compute_id file (an older nova): nova's compute node is the root provider named
+    after libvirt's hostname (``virConnectGetHostname``; the test driver answers this
+    machine's hostname). A Placement of its own: that name is the same in every test."""
+    conn = libvirt.open("test:///default")
+    try:
+        nova_name = conn.getHostname()
+    finally:
+        conn.close()
+    host = unique("cn9")
+    uuid = str(uuidlib.uuid4())
+    _nova_compute_node(served.url, nova_name, uuid)
+    driver = libvirt_driver(tmp_path, "small-host", DEFAULT={"host": host})
+    store = StateStore(driver.conf.state_path)
+    report = ReportClient(served.client(), store, sleep=lambda s: None)
+    tracker = ResourceTracker(driver.conf, driver, report, store)
+
+    assert tracker.update_available_resource(True).progressed
+
+    named = call(served.url, "GET", f"/resource_providers?name={host}")["resource_providers"]
+    assert [p["uuid"] for p in named] == [uuid]
+    old = call(served.url, "GET", f"/resource_providers?name={nova_name}")
+    assert old["resource_providers"] == []
+    roots = call(served.url, "GET", "/resource_providers")["resource_providers"]
+    assert [p["uuid"] for p in roots if p["parent_provider_uuid"] is None] == [uuid]
+    assert tracker.update_available_resource(False).progressed
+    assert store.root_uuid(host) == uuid

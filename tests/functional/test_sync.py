@@ -17,8 +17,8 @@ from agent.model.allocations import ConsumerAllocations
 from agent.placement.client import PlacementClient
 from agent.placement.embedded import NOAUTH_HEADERS, placement_app
 from agent.placement.errors import MicroversionTooLow, PlacementUnavailable
-from agent.placement.mirror import RootConflict
 from agent.placement.report import ReportClient
+from agent.placement.roots import RootConflict
 from agent.shape.adapter import adapt
 from agent.state.store import StateStore
 from agent.tracker.discovery import discover
