@@ -10,6 +10,7 @@ never as whole PCI devices.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 
 import os_traits
@@ -17,6 +18,8 @@ import os_traits
 from drivers.host.device_spec import DeviceSpec, first_match
 from drivers.host.pci import PciFunction
 from drivers.records import SriovPF
+
+LOG = logging.getLogger(__name__)
 
 
 def pf_spec(
@@ -58,6 +61,15 @@ def discover_sriov(
         spec = pf_spec(pf, functions, specs)
         if spec is None:
             continue
+        if spec.one_time_use:
+            # nova's pci_placement_translator refuses it on a VF (only type-PCI and
+            # type-PF devices qualify): one bad spec costs a warning, not the host.
+            LOG.warning(
+                "[pci] device_spec %s: one_time_use is for whole devices only (nova: "
+                "type-PCI and type-PF); the VFs of PF %s are offered without it",
+                spec.text,
+                pf.address,
+            )
         traits = {os_traits.HW_NIC_SRIOV, *spec.traits}
         if spec.trusted:
             traits.add(os_traits.HW_NIC_SRIOV_TRUSTED)

@@ -54,6 +54,18 @@ def test_one_time_use_needs_report_in_placement(tmp_path):
         libvirt_driver(tmp_path, "numa-sriov", pci=_pci(spec, placement=False))
 
 
+def test_one_time_use_on_vfs_costs_a_warning_not_the_host(tmp_path, caplog):
+    """nova refuses the tag on VFs (only type-PCI and type-PF devices qualify): the PF's
+    VFs are offered without it, with one warning naming the spec and the PF."""
+    tagged = PF.format(tags=', "one_time_use": "true"')
+    tree = tree_view(laid_out(libvirt_driver(tmp_path, "numa-sriov", pci=_pci(tagged))))
+    pf = tree["cn1_0000:AF:00.0"]  # its VFs, in Placement as nova reports them
+    assert "HW_PCI_ONE_TIME_USE" not in pf["traits"]
+    assert pf["inv"] == {"CUSTOM_PCI_8086_154C": (4, 0, 4, 1.0)}  # nothing reserved
+    assert "one_time_use is for whole devices only" in caplog.text
+    assert "0000:af:00.0" in caplog.text
+
+
 def test_a_one_time_use_device_is_reserved_while_held_and_after_until_cleared(tmp_path):
     driver = libvirt_driver(
         tmp_path, "numa-sriov", pci=_pci(NVME.format(tags=', "one_time_use": "true"'))
