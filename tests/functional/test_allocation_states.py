@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 import requests
 
+from agent.cli.main import main
 from agent.placement.report import ReportClient
+from agent.service.exit_codes import EXIT_DRIFT
 from agent.state.store import StateStore
 from agent.tracker.cycle import ResourceTracker
 from drivers.records import Flavor, Instance
@@ -327,3 +329,33 @@ def test_a_kill_at_every_request_boundary_converges_with_nothing_leaked(tmp_path
             assert node.allocations_written == node.allocations_removed == [], (k, when)
             record = json.loads((snap / "consumers.json").read_text())
             assert new in json.dumps(record), (k, when)
+
+
+def test_show_lists_each_consumer_with_its_state_and_drift(tmp_path, embedded, capsys):
+    """``compute-agent show --format json``: the consumers as the last audit found them;
+    ``--check`` exits with the drift code when an allocation differs."""
+    s = Setup(tmp_path, embedded)
+    assert s.cycle(startup=True).ok
+    inst = s.inst(1)
+    changed = by_uuid(s.base, inst)
+    cell = next(rp for rp, a in changed.items() if "MEMORY_MB" in a)
+    changed[cell]["MEMORY_MB"] += 1024
+    nova_put(s.base, inst, changed)
+    assert s.cycle().nodes[0].drift == [inst]
+    conf = tmp_path / "show.conf"
+    conf.write_text(
+        f"[DEFAULT]\nstate_path = {s.state.path}\n"
+        f"[compute]\ndriver = fake\n[fake]\nhost_file = {s.host_path}\n"
+        "[numa]\nmodel_in_placement = true\n"
+        "[devices]\nenabled_mdev_types = nvidia-35,nvidia-36\n"
+        f"[placement]\nauth_type = admin_token\nendpoint = {s.base}\ntoken = admin\n"
+        "noauth_roles = admin,service\n"
+    )
+    capsys.readouterr()
+    code = main(["show", "--check", "--format", "json", "--config", str(conf)])
+    assert code == EXIT_DRIFT
+    (node,) = json.loads(capsys.readouterr().out)["nodes"]
+    states = {c["consumer"]: c for c in node["consumers"]}
+    assert states[inst]["state"] == "instance here" and "MEMORY_MB=" in states[inst]["drift"]
+    assert {c["state"] for c in states.values()} == {"instance here"}
+    assert sorted(states) == sorted(s.inst(n) for n in (1, 2, 3, 4))
