@@ -152,7 +152,7 @@ class AllocationAudit:
         touched |= self.removals.remove_foreign(view, present, owners or {}, result)
         record.settle(present, view.held)
         # Our own writes moved these generations: read them again next time,
-        # unless one listing proves nobody else wrote them (agent.tracker.own_writes).
+        # unless the next listing proves nobody else wrote them (agent.tracker.own_writes).
         proven = view.own.confirm(self.report, view.nodename, record)
         for rp in (touched & set(record.held)) - proven:
             record.held[rp] = ProviderAllocations(None, record.held[rp].consumers)

@@ -20,7 +20,7 @@ change; DESIGN.md "Placement facts"):
 
 A steady host therefore costs one read per CPU and memory provider (1 flat,
 one per NUMA cell) on top of the tree listing. What the audit knows is kept
-in the state directory (``consumers.json``), so a restarted agent reads the
+in the state directory (``consumers/NODE.json``), so a restarted agent reads the
 same set and heals what changed while it was down.
 """
 

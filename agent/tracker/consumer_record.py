@@ -4,7 +4,7 @@ One type, :class:`ConsumerRecord`, owns every transition of what the agent
 remembers about the consumers of a node (as openstack/placement's
 ``objects/consumer.py`` keeps a consumer's transitions in one place): the
 audit, claims and targeted updates call its methods and never edit its
-fields. It is kept in ``state_path`` (``consumers.json``) and saved *before*
+fields. It is kept in ``state_path`` (``consumers/NODE.json``) and saved *before*
 a request that writes an allocation is sent (write-ahead), so a failure at
 any instant after a write leaks nothing: an instance whose allocation was
 written is always in the record, and so is removed once it is gone.
@@ -164,7 +164,7 @@ class ConsumerRecord:
             return cls()
 
     def to_json(self) -> dict[str, Any]:
-        """The record as stored in ``consumers.json``."""
+        """The record as stored in ``consumers/NODE.json``."""
         return {
             "instances": sorted(self.instances),
             "claims": dict(sorted(self.claims.items())),
