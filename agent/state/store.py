@@ -13,8 +13,8 @@ the agent: Placement is still kept in step, the failure is logged once, and
 carry it). What is lost meanwhile: restarts cost more (Placement is read
 again), and the known consumers of the allocation audit (a gone instance's
 allocation can then only be removed while this process runs). The audit's
-file is written twice (``consumers.json`` and ``consumers.bak.json``) so the
-loss or corruption of one still leaves the known consumers.
+record is written twice (``consumers/NODE.json`` and ``consumers.bak/NODE.json``)
+so the loss or corruption of one still leaves the known consumers.
 
 Per-node records (what Placement held, the audit's record) are a file per
 node (``placement_seen/NODE.json``, ``consumers/NODE.json`` and its copy
