@@ -32,7 +32,7 @@ class InFlight:
     def __init__(self, client: Any) -> None:
         self.now = self.peak = 0
         self.lock = threading.Lock()
-        real = client.adapter.request
+        real = client.transport.send
 
         def counted(*args: Any, **kw: Any) -> Any:
             with self.lock:
@@ -44,7 +44,7 @@ class InFlight:
                 with self.lock:
                     self.now -= 1
 
-        client.adapter.request = counted
+        client.transport.send = counted
 
 
 def agent(tmp_path: Path, placement: Any, prefix: str, in_flight: int) -> ResourceTracker:
