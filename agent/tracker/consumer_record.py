@@ -137,6 +137,7 @@ class ConsumerRecord:
             return cls()
         try:
             generations = {str(rp): int(g) for rp, g in doc["generations"].items()}
+            consumer_gens = doc.get("consumer_generations", {})
             return cls(
                 instances={str(c) for c in doc["instances"]},
                 claims={str(c): float(t) for c, t in doc.get("claims", {}).items()},
@@ -145,7 +146,9 @@ class ConsumerRecord:
                 unknown={str(c): float(t) for c, t in doc["unknown"].items()},
                 held={
                     str(rp): ProviderAllocations(
-                        generations.get(rp), dict(clean_by_provider(consumers))
+                        generations.get(rp),
+                        dict(clean_by_provider(consumers)),
+                        {str(c): g for c, g in consumer_gens.get(rp, {}).items()},
                     )
                     for rp, consumers in doc["held"].items()
                 },
@@ -176,6 +179,11 @@ class ConsumerRecord:
                 rp: pa.generation
                 for rp, pa in sorted(self.held.items())
                 if pa.generation is not None
+            },
+            "consumer_generations": {
+                rp: dict(sorted(pa.consumer_generations.items()))
+                for rp, pa in sorted(self.held.items())
+                if pa.consumer_generations
             },
             "shared": dict(sorted(self.shared.items())),
             "migrations": sorted(self.migrations),

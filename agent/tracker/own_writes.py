@@ -90,6 +90,8 @@ class OwnWrites:
                     consumers[consumer] = dict(allocations[rp])
                 else:
                     consumers.pop(consumer, None)
-            record.held[rp] = ProviderAllocations(new, consumers)
+            # what the audit wrote has a consumer generation it does not know
+            known = {c: g for c, g in held.consumer_generations.items() if c not in self.wrote}
+            record.held[rp] = ProviderAllocations(new, consumers, known)
             taken.add(rp)
         return taken
