@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.placement.report import ReportClient
+from agent.state.layout import CONSUMERS_DIR, node_file
 from agent.state.store import StateStore
 from agent.tracker.cycle import ResourceTracker
 from drivers.fake import FakeDriver
@@ -91,5 +92,11 @@ def test_nodes_in_parallel_equal_one_at_a_time(tmp_path, served_mariadb):
     assert a.ok and b.ok
     assert a.requests == b.requests == 2 * NODES
     assert 2 <= wire.peak <= 4
+
+    # unchanged: no node's record is written again (a file per node, saved only on change)
+    files = [tmp_path / "4" / "state" / node_file(CONSUMERS_DIR, n) for n in names]
+    written = [f.stat().st_mtime_ns for f in files]
+    assert par.update_available_resource(False).ok
+    assert [f.stat().st_mtime_ns for f in files] == written
     par.report.pool.close()
     par.nodes.close()
