@@ -2,8 +2,10 @@
 
 Placement is ``placement-serve --placement-db mysql+pymysql://... --workers
 W`` (gunicorn, W processes) on a private MariaDB, on loopback, sharing this
-machine's cores with the agent. It prints, at 1, 2, 4 and 8 requests in
-flight (``[placement] max_concurrent_requests``):
+machine's cores with the agent. It prints, at 1, 2, 4, 8, 16 and 32
+requests in flight (``[placement] max_concurrent_requests``; ``--in-flight``
+picks others), with the requests per second and the CPU each request cost
+Placement, MariaDB and the agent (this process):
 
 - **cold sync** of a tree of ``--providers`` providers (bench/sync.py's tree:
   a compute node and children with SRIOV_NET_VF and traits): wall time,
@@ -33,7 +35,7 @@ from agent.model.allocations import ConsumerAllocations
 from agent.placement.report import ReportClient
 from agent.state.store import StateStore
 
-IN_FLIGHT = (1, 2, 4, 8)
+IN_FLIGHT = (1, 2, 4, 8, 16, 32)
 
 
 def cpu_line(cpu: CpuSplit, requests: int) -> str:
@@ -92,13 +94,19 @@ def main() -> None:
     parser.add_argument("--providers", type=int, default=1_000)
     parser.add_argument("--consumers", type=int, default=10_000)
     parser.add_argument("--workers", type=int, default=4, help="Placement's gunicorn workers")
+    parser.add_argument(
+        "--in-flight",
+        default=",".join(map(str, IN_FLIGHT)),
+        help="requests in flight to measure, comma-separated (the first is the base)",
+    )
     args = parser.parse_args()
+    in_flight = [int(n) for n in args.in_flight.split(",")]
     print(f"Placement: MariaDB, gunicorn {args.workers} workers, loopback; cores shared")
     with tempfile.TemporaryDirectory() as tmp, placement_on_mariadb(args.workers) as served:
         print(f"cold sync of {args.providers} providers:")
         base = None
         tree_for_reads = ""
-        for n in IN_FLIGHT:
+        for n in in_flight:
             cpu = CpuSplit(served)
             seconds, requests, nodename = cold_sync(served, tmp, args.providers, n)
             base = base or seconds
@@ -112,7 +120,7 @@ def main() -> None:
             allocate(served, tmp, tree_for_reads, args.consumers)
             print(f"get_allocations_for_provider_tree, {args.consumers} consumers:")
             base = None
-            for n in IN_FLIGHT:
+            for n in in_flight:
                 cpu = CpuSplit(served)
                 seconds, requests, found = read_all(served, tmp, tree_for_reads, n)
                 base = base or seconds

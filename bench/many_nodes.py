@@ -10,8 +10,13 @@ cycle, an unchanged cycle and a cycle where one node changed (its memory
 total), and the peak RSS of the process. Targets: unchanged cycle under 2 s,
 peak RSS under 500 MiB.
 
-On a served Placement it also prints the CPU each request of the unchanged
-cycle cost Placement, MariaDB and the agent, and from it the model: the
+Each cycle's line says its requests per node. ``--nodes`` takes several
+sizes (default 10, 100 and 1,000), run one after the other, so the agent's
+CPU per request at start-up can be compared across them (it must not grow
+with the nodes: each node's state is a file of its own, agent/state/layout.py).
+
+On a served Placement it also prints the CPU each request cost Placement,
+MariaDB and the agent, and from it the model: the
 cores a Placement needs to serve that cycle in 2 s. The unchanged cycle
 cannot cost less than one request per node holding instances: Placement
 moves no generation when a consumer's allocations are deleted, and no call
@@ -55,7 +60,11 @@ def run(tracker: ResourceTracker, label: str, startup: bool = False, served: obj
     top = ", ".join(f"{m} {t} x{n}" for (m, t), n in (+delta).most_common(3))
     state = "ok" if outcome.ok else f"NOT OK: {outcome.summary()}"
     requests = sum(delta.values())
-    print(f"  {label:<22} {requests:>6} requests {seconds:8.2f} s  {state}  [{top}]")
+    per_node = requests / max(1, len(outcome.nodes))
+    print(
+        f"  {label:<22} {requests:>6} requests ({per_node:.2f}/node) {seconds:8.2f} s  "
+        f"{state}  [{top}]"
+    )
     if cpu is not None and requests:
         spent = cpu.per_request(requests)
         cores = requests * (spent[0] + spent[1]) / 1000 / 2.0
@@ -78,17 +87,24 @@ def placement(kind: str, root: Path, workers: int) -> Iterator[tuple[PlacementCl
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=1_000)
+    parser.add_argument("--nodes", type=int, nargs="+", default=[10, 100, 1_000])
     parser.add_argument("--placement", choices=["embedded", "mariadb"], default="embedded")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers (mariadb)")
     parser.add_argument("--in-flight", type=int, default=4, help="nodes/requests at once (mariadb)")
     args = parser.parse_args()
+    for nodes in args.nodes:
+        one_size(args, nodes)
+    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+
+
+def one_size(args: argparse.Namespace, nodes: int) -> None:
+    """The cycles of one agent of ``nodes`` nodes, on a Placement of its own."""
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         with placement(args.placement, tmp, args.workers) as (client, served):
             defaults = {"state_path": str(tmp / "state"), "reserved_host_memory_mb": 0}
             conf = config.load([], {"DEFAULT": defaults})
-            driver = FakeDriver(conf, flat_nodes_file(tmp / "hosts.yaml", "bm", args.nodes))
+            driver = FakeDriver(conf, flat_nodes_file(tmp / "hosts.yaml", "bm", nodes))
             state = StateStore(tmp / "state")
             in_flight = args.in_flight if served is not None else 1
             report = ReportClient(client, state, max_concurrent_requests=in_flight)
@@ -98,7 +114,7 @@ def main() -> None:
                 if served is not None
                 else "Placement in-process (SQLite)"
             )
-            print(f"{args.nodes} nodes in one agent (fake driver), {where}:")
+            print(f"{nodes} nodes in one agent (fake driver), {where}:")
             run(tracker, "start-up", startup=True, served=served)
             run(tracker, "next cycle", served=served)
             run(tracker, "unchanged cycle", served=served)
@@ -107,7 +123,6 @@ def main() -> None:
             run(tracker, "unchanged cycle", served=served)
             report.pool.close()
             tracker.nodes.close()
-    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,14 @@ requests by method and path, seconds, allocations written and removed:
   the same after a restart of the agent,
 
 then one line per size and shape with the steady-cycle requests against the
-target, and the peak RSS of the process at the end.
+target. Then, for a compute node with 10, 100 and 1,000 device providers
+(SR-IOV PFs), the cycle after another writer (nova's scheduler booting an
+instance) wrote a new consumer on the compute node: target the unchanged
+cycle plus one request per consumer that changed (agent.tracker.audit_read:
+the consumer generations say which), not one per provider, plus the 3 reads
+of the compute node's inventories, traits and aggregates that any move of
+its generation costs (agent.placement.mirror). And the peak RSS
+of the process at the end.
 
 Run: ``make bench`` or ``.venv/bin/python bench/tracker.py``.
 """
@@ -159,15 +166,71 @@ def bench(placement: EmbeddedPlacement, tmp: Path, size: int, numa: bool) -> Non
     )
 
 
+def device_host(path: Path, nodename: str, devices: int) -> Path:
+    """A flat host with ``devices`` SR-IOV PFs (a provider each) and two instances."""
+    pfs = [
+        {"address": f"{i // 256:04x}:{i % 256:02x}:00.0", "total_vfs": 8, "numa_node": 0}
+        for i in range(devices)
+    ]
+    instances = [
+        {
+            "uuid": instance_uuid(nodename, i),
+            "project_id": "bench-project",
+            "user_id": "bench-user",
+            "flavor": {"vcpus": 1, "memory_mb": 512, "root_gb": 1},
+        }
+        for i in range(2)
+    ]
+    node = {"nodename": nodename, "cpu": {"vcpus": 64}, "memory_mb": 262_144, "disk_gb": 10_000}
+    doc = {"nodes": [{**node, "sriov_pfs": pfs, "instances": instances}]}
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def other_writer(placement: EmbeddedPlacement, tmp: Path, devices: int) -> None:
+    """The cycle after another writer put a new consumer on the compute node."""
+    nodename = f"bench-writer-{devices}"
+    conf = config.load(
+        [],
+        {"DEFAULT": {"state_path": str(tmp / f"state-{nodename}")}, "metrics": {"listen": ""}},
+    )
+    driver = FakeDriver(conf, device_host(tmp / f"{nodename}.yaml", nodename, devices))
+    state = StateStore(conf.state_path)
+    tracker = ResourceTracker(conf, driver, ReportClient(placement.client(), state), state)
+    print(f"{devices} device providers and a compute node, another writer:")
+    tracker.update_available_resource(True)
+    tracker.update_available_resource(False)
+    steady = run(tracker, "unchanged")
+    client = tracker.report.client
+    root = client.get("/resource_providers", params={"name": nodename})["resource_providers"]
+    body = {
+        "allocations": {root[0]["uuid"]: {"resources": {"VCPU": 1, "MEMORY_MB": 512}}},
+        "project_id": "bench-project",
+        "user_id": "bench-user",
+        "consumer_generation": None,
+        "consumer_type": "INSTANCE",
+    }
+    client.put("/allocations/{consumer}", consumer=str(uuid.uuid4()), json=body)
+    after = run(tracker, "after another writer's new consumer")
+    SUMMARY.append(
+        f"  {devices:>5} device providers: after another writer's change {after} requests "
+        f"(target <= {steady + 4}: steady {steady} + 1 consumer + 3 for the compute "
+        "node's inventories, traits and aggregates: its generation moved)"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmark for each size and shape (``--sizes 10 100`` to choose)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
+    parser.add_argument("--devices", type=int, nargs="*", default=list(SIZES))
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp, EmbeddedPlacement(f"{tmp}/placement") as placement:
         for numa in (False, True):
             for size in args.sizes:
                 bench(placement, Path(tmp), size, numa)
+        for devices in args.devices:
+            other_writer(placement, Path(tmp), devices)
     print("summary:")
     print("\n".join(SUMMARY))
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")

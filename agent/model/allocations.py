@@ -230,20 +230,30 @@ class ProviderAllocations:
             ``DELETE /allocations/{consumer}`` (DESIGN.md, "Placement facts"),
             so an unchanged generation does not prove unchanged allocations.
         consumers: ``{consumer UUID: {resource class: amount}}``.
+        consumer_generations: ``{consumer UUID: consumer generation}`` as the
+            read showed them (microversion 1.28 and later; placement's
+            ``_serialize_allocations_for_resource_provider``): every write of a
+            consumer's allocations moves it, so an unchanged one says the
+            consumer holds what it held on every provider. Empty when unknown
+            (an older record, or written here by the agent); not compared.
     """
 
     generation: int | None
     consumers: dict[str, Amounts] = field(default_factory=dict)
+    consumer_generations: dict[str, int | None] = field(default_factory=dict, compare=False)
 
     @classmethod
     def from_placement(cls, body: Mapping[str, Any]) -> ProviderAllocations:
         """Parse a ``GET /resource_providers/{uuid}/allocations`` body."""
         consumers = {}
+        generations: dict[str, int | None] = {}
         for consumer, value in sorted((body.get("allocations") or {}).items()):
             amounts = clean_amounts(_amounts_of(value))
             if amounts:
                 consumers[consumer] = amounts
-        return cls(body.get("resource_provider_generation"), consumers)
+                if isinstance(value, Mapping) and "consumer_generation" in value:
+                    generations[consumer] = value["consumer_generation"]
+        return cls(body.get("resource_provider_generation"), consumers, generations)
 
 
 def by_consumer(per_provider: Mapping[str, ProviderAllocations]) -> dict[str, ByProvider]:

@@ -37,6 +37,7 @@ from agent.placement.errors import (
     parse_error,
 )
 from agent.placement.http import environment_once, pool_connections
+from agent.placement.transport import Answer, Transport
 from agent.placement.tries import RETRY_STATUSES, Retry, TryLimits
 
 LOG = logging.getLogger(__name__)
@@ -91,6 +92,7 @@ class PlacementClient:
         extra_headers: Mapping[str, str] | None = None,
     ) -> None:
         self.adapter = adapter
+        self.transport = Transport(adapter)
         self.extra_headers = dict(extra_headers or {})
         self.limits = TryLimits(retries, retry_max_wait)
         # Set by the service on SIGTERM: no new try starts and retry waits end at once.
@@ -116,6 +118,7 @@ class PlacementClient:
         self._in_flight = threading.BoundedSemaphore(max(1, requests))
         if isinstance(session := getattr(self.adapter, "session", None), ks_session.Session):
             pool_connections(session.session, requests)
+            self.transport.reset()
 
     @property
     def deadline(self) -> float | None:
@@ -279,7 +282,7 @@ class PlacementClient:
         json: Any,
         params: Mapping[str, Any] | None,
         headers: dict[str, str],
-    ) -> requests.Response:
+    ) -> Answer | requests.Response:
         """Send one try, counted and told to the observers.
 
         Raises:
@@ -292,7 +295,7 @@ class PlacementClient:
         start = time.monotonic()
         try:
             with self._in_flight or contextlib.nullcontext():
-                resp = _adapter_request(self.adapter, path, method, json, params, headers)
+                resp = self.transport.send(path, method, json, params, headers)
         except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.RequestTimeout) as exc:
             self._answered(method, template, "transport", start)
             raise Retry(0, f"{type(exc).__name__}: {_no_secrets(exc)}") from exc
@@ -308,31 +311,8 @@ class PlacementClient:
         self._tell(RequestEvent("answer", method, template, status, time.monotonic() - start))
 
 
-def _adapter_request(
-    adapter: ks_adapter.Adapter,
-    path: str,
-    method: str,
-    json: Any,
-    params: Mapping[str, Any] | None,
-    headers: dict[str, str],
-) -> requests.Response:
-    return adapter.request(
-        path,
-        method,
-        json=json,
-        params=dict(params) if params else None,
-        headers=headers,
-        raise_exc=False,
-        # keystoneauth's Adapter otherwise queues every request behind a
-        # FairSemaphore scheduled by the wall clock (time.time): after the
-        # clock steps back, each request waits as long as the step
-        # (measured with keystoneauth1 5.18.1). The agent sets no rate limit.
-        rate_semaphore=contextlib.nullcontext(),
-    )
-
-
 def _decode(
-    resp: requests.Response,
+    resp: Answer | requests.Response,
     method: str,
     template: str,
     path: str,

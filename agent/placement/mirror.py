@@ -125,6 +125,11 @@ class Mirror:
         known_custom: custom resource classes and traits Placement is known to hold.
         read_this_cycle: roots listed since the last flush.
         roots: finds or creates each node's compute node (:mod:`agent.placement.roots`).
+        created_roots: ``{nodename: root UUID}`` of the roots the last listing
+            of that node created (``POST /resource_providers``), until a flush
+            reports them as new (:meth:`take_created`).
+        expected: ``{provider: (generation, generation after the agent's own
+            allocation writes)}``, checked by the next listing (:meth:`expect`).
     """
 
     def __init__(self, client: PlacementClient, state: StateStore) -> None:
@@ -134,6 +139,10 @@ class Mirror:
         self.known_custom: set[str] = set()
         self.read_this_cycle: set[str] = set()
         self.roots = ComputeNodes(client, state)
+        # Set and dict operations are atomic: nodes synced in parallel touch
+        # different providers.
+        self.created_roots: dict[str, str] = {}
+        self.expected: dict[str, tuple[int, int]] = {}
 
     def tree(self, nodename: str) -> ProviderTree:
         """The mirror of ``nodename``'s tree (not a copy).
@@ -156,39 +165,66 @@ class Mirror:
         tree = self.trees.get(nodename)
         return None if tree is None else tree.copy()
 
-    def confirm(self, nodename: str, moves: Mapping[str, int]) -> dict[str, tuple[int, int]]:
-        """List ``nodename``'s tree once; take the generations only the agent's writes moved.
+    def expect(self, nodename: str, moves: Mapping[str, int]) -> dict[str, tuple[int, int]]:
+        """Expect the agent's own allocation writes in ``nodename``'s next listing; no request.
+
+        Placement moves a provider's generation by one per allocation write
+        request naming it (placement's ``_set_allocations``). A provider that
+        the next listing shows at exactly the mirror's generation plus
+        ``moves`` was written by nobody else meanwhile, so its inventories,
+        traits and aggregates are as the mirror holds them and are not read
+        again; any other generation is read as usual. The proof a listing
+        right after the writes would give, without that listing: the next
+        cycle lists the tree anyway.
 
         Args:
             moves: provider -> allocation write requests of the agent that
-                named it since the mirror's generation was taken (each moved
-                it by one: placement's ``_set_allocations``).
+                named it since the mirror's generation was taken.
 
         Returns:
-            ``{provider: (old generation, new generation)}`` for the providers
-            whose listed generation is exactly the mirror's plus their moves:
-            nobody else wrote them, so their inventories, traits and
-            aggregates are as the mirror holds them. Others stay as they are
-            (the next read of the tree reads them again).
+            ``{provider: (mirror's generation, expected generation)}`` for the
+            providers of the tree whose generation the mirror knows.
 
         Raises:
             KeyError: the tree was not read yet.
-            PlacementError, PlacementUnavailable: the listing failed.
         """
         tree = self.trees[nodename]
-        listing = endpoints.list_tree(self.client, tree.data(nodename).uuid)
-        proven: dict[str, tuple[int, int]] = {}
-        for record in listing:
-            uuid, new = record["uuid"], record["generation"]
-            if uuid not in moves or not tree.exists(uuid):
+        out: dict[str, tuple[int, int]] = {}
+        for uuid, count in moves.items():
+            old = tree.data(uuid).generation if tree.exists(uuid) else None
+            if old is not None and count > 0:
+                out[uuid] = self.expected[uuid] = (old, old + count)
+        return out
+
+    def _take_expected(self, mirror: ProviderTree, listing: list[ProviderRecord]) -> bool:
+        """Move the mirror's generations to the listed ones :meth:`expect` predicted.
+
+        Each expectation is used by one listing only. Returns True when a generation moved.
+        """
+        moved = False
+        for rec in listing:
+            expected = self.expected.pop(rec["uuid"], None)
+            if expected is None or not mirror.exists(rec["uuid"]):
                 continue
-            old = tree.data(uuid).generation
-            if old is not None and new == old + moves[uuid]:
-                tree.update_generation(uuid, new)
-                proven[uuid] = (old, new)
-        if proven:
-            self.save(nodename)
-        return proven
+            if (mirror.data(rec["uuid"]).generation, rec["generation"]) == expected:
+                mirror.update_generation(rec["uuid"], expected[1])
+                moved = True
+        return moved
+
+    def take_created(self, tree: ProviderTree) -> list[str]:
+        """The roots of ``tree`` that their node's last listing created (each told once).
+
+        A root created by that listing holds no allocation yet: the
+        allocation audit records it empty instead of reading it. Only the
+        last listing counts (a later one that found the root clears it).
+        """
+        out = []
+        for uuid in tree.root_uuids:
+            name = tree.data(uuid).name
+            if self.created_roots.get(name) == uuid:
+                del self.created_roots[name]
+                out.append(uuid)
+        return out
 
     def flushed(self, written: Iterable[str], tree: ProviderTree) -> None:
         """Save the trees of ``written``; list ``tree``'s roots again before their next flush.
@@ -254,15 +290,19 @@ class Mirror:
             PlacementError, PlacementUnavailable: as the client raises.
         """
         self.read_this_cycle.add(nodename)
+        self.created_roots.pop(nodename, None)
         mirror = self.trees.get(nodename)
         if mirror is None:
             mirror = self._from_state(nodename)
         listing = self._listing(nodename, create, uuid)
         if not listing:
             return False
+        proven = self._take_expected(mirror, listing)
         if _unchanged(mirror, listing):
             self.trees[nodename] = mirror
             self._remember_custom(mirror)
+            if proven:
+                self.save(nodename)
             return True
         fresh, stale = self._refreshed(mirror, listing)
         self.trees[nodename] = fresh
@@ -279,6 +319,8 @@ class Mirror:
             listing = endpoints.list_tree(self.client, stored)
         if not listing:
             listing = self.roots.find_or_create(nodename, stored, create, uuid)
+            if listing and listing[0].get(CREATED_HERE):
+                self.created_roots[nodename] = listing[0]["uuid"]
             if not listing:
                 return []
         root_uuid = next(r["uuid"] for r in listing if r["parent_provider_uuid"] is None)

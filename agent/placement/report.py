@@ -159,6 +159,8 @@ class ReportClient:
                 written stays written, and the next cycle carries on from it.
         """
         result = SyncResult()
+        # A root the listing created is as new as one the writer creates.
+        result.new.extend(self.mirror.take_created(new_tree))
         flushes: list[Flush] = []
         reshaping = allocations is not None
         try:

@@ -80,6 +80,12 @@ def gunicorn_server(app_factory: Callable[[], Any], bind: str, workers: int) -> 
         def load_config(self) -> None:
             self.cfg.set("bind", bind)
             self.cfg.set("workers", workers)
+            # Connections kept between requests (HTTP/1.1 keep-alive), as Apache or
+            # uWSGI in front of a production Placement keep them: the sync worker
+            # closes each after one request, so every request opened a new one.
+            self.cfg.set("worker_class", "gthread")
+            self.cfg.set("threads", 1)
+            self.cfg.set("keepalive", 30)
             self.cfg.set("preload_app", False)
             self.cfg.set("accesslog", None)
             self.cfg.set("loglevel", "warning")

@@ -13,8 +13,17 @@ the agent: Placement is still kept in step, the failure is logged once, and
 carry it). What is lost meanwhile: restarts cost more (Placement is read
 again), and the known consumers of the allocation audit (a gone instance's
 allocation can then only be removed while this process runs). The audit's
-file is written twice (``consumers.json`` and ``consumers.bak.json``) so the
-loss or corruption of one still leaves the known consumers.
+record is written twice (``consumers/NODE.json`` and ``consumers.bak/NODE.json``)
+so the loss or corruption of one still leaves the known consumers.
+
+Per-node records (what Placement held, the audit's record) are a file per
+node (``placement_seen/NODE.json``, ``consumers/NODE.json`` and its copy
+``consumers.bak/NODE.json``): a node's cycle writes only its own files, so
+an agent of N nodes writes O(N) bytes a cycle, not O(N^2) (issue 28: each
+node's start-up rewrote files holding every node). A state directory of the
+earlier layout (one ``placement_seen.json``, ``consumers.json`` and
+``consumers.bak.json`` holding every node) is converted on first use
+(:mod:`agent.state.layout`).
 """
 
 from __future__ import annotations
@@ -29,20 +38,18 @@ from pathlib import Path
 from typing import Any
 
 from agent.model.exceptions import ConfigError
+from agent.state import layout
+from agent.state.layout import (
+    CONSUMERS_COPY_DIR,
+    CONSUMERS_DIR,
+    PLACEMENT_SEEN_DIR,
+    node_file,
+)
 
 LOG = logging.getLogger(__name__)
 
 COMPUTE_NODES_FILE = "compute_nodes.json"
 """``{nodename: root provider UUID}``."""
-
-PLACEMENT_SEEN_FILE = "placement_seen.json"
-"""``{nodename: [provider record, ...]}``: what Placement held after the last write."""
-
-CONSUMERS_FILE = "consumers.json"
-"""``{nodename: audit record}``: known instances, unknown consumers, allocations seen."""
-
-CONSUMERS_COPY = "consumers.bak.json"
-"""The same, written after it: read when ``consumers.json`` is lost or unreadable."""
 
 NOVA_COMPUTE_ID_FILE = "compute_id"
 """nova-compute's node identity: the compute node's (and its provider's) UUID, one line.
@@ -131,12 +138,13 @@ class StateStore:
         self._unwritten: dict[str, Any] = {}
         self.save_error: str | None = None
         """Why the last write failed (None after a write that succeeded)."""
-        # name -> ((mtime_ns, size, inode), parsed document). Each file holds every
-        # node: without this, an agent of 1,000 nodes parsed each file 1,000 times a
-        # cycle. A write renames a new file in (a new inode), so a stale key cannot match.
+        # name -> ((mtime_ns, size, inode), parsed document): a file is parsed once
+        # per version (compute_nodes.json holds every node, and is read per node).
+        # A write renames a new file in (a new inode), so a stale key cannot match.
         self._parsed: dict[str, tuple[tuple[int, int, int], Any]] = {}
-        # Held around every read-modify-write of a file (:meth:`_set_entry`).
+        # Held around every read-modify-write of a file, and the conversion.
         self._lock = threading.Lock()
+        self._converted = False
 
     def _read(self, name: str) -> Any | None:
         """The document of file ``name`` (parsed once per version of the file); do not mutate it."""
@@ -178,7 +186,9 @@ class StateStore:
             self._remember(name, document)
         except OSError as exc:
             error = f"state directory {self.path} cannot be written ({exc.strerror or exc})"
-            if error != self.save_error:
+            # Once per outage: files and per-node directories fail with different
+            # errors (a file in place of the directory: "File exists", "Not a directory").
+            if self.save_error is None:
                 LOG.error(
                     "%s: Placement is still kept in step, but restarts will read it all "
                     "again and the consumers known to the audit are not saved; make the "
@@ -192,26 +202,43 @@ class StateStore:
             self.save_error = None
         return True
 
-    def _set_entry(self, nodename: str, value: Any, name: str, *copies: str) -> None:
-        """Set ``nodename``'s entry of file ``name`` (read from the first of ``name``,
-        ``copies`` that holds a document), then write ``name`` and each copy in turn.
+    def _node_record(self, nodename: str, shape: type, *directories: str) -> Any | None:
+        """``nodename``'s record: from the first of ``directories`` holding a ``shape``.
 
-        Under the store's lock: each file holds every node, and nodes synced in
-        parallel must not lose each other's entry between the read and the write.
+        Before the state directory is converted (a read-only store never
+        converts it, an unwritable directory cannot), the earlier layout's
+        single files are read instead.
+        """
+        self._convert()
+        for directory in directories:
+            doc = self._read(node_file(directory, nodename))
+            if isinstance(doc, shape):
+                return doc
+        for name in layout.OLD_FILES[directories[0]]:
+            doc = self._read(name)
+            if isinstance(doc, dict) and isinstance(doc.get(nodename), shape):
+                return doc[nodename]
+        return None
+
+    def _set_record(self, nodename: str, value: Any, *directories: str) -> None:
+        """Write ``nodename``'s record in each of ``directories`` in turn.
+
         One file after the other, each only once the one before it is written:
         a crash leaves at least one of them whole.
         """
+        self._convert()
+        for directory in directories:
+            if not self._write(node_file(directory, nodename), value):
+                return
+
+    def _convert(self) -> None:
+        """Convert the earlier single-file layout, once per store (:mod:`agent.state.layout`)."""
+        if self._converted or self.read_only:
+            return
         with self._lock:
-            doc = None
-            for source in (name, *copies):
-                doc = self._read(source)
-                if isinstance(doc, dict):
-                    break
-            doc = dict(doc) if isinstance(doc, dict) else {}  # the parsed one is shared
-            doc[nodename] = value
-            for target in (name, *copies):
-                if not self._write(target, doc):
-                    return
+            if not self._converted:
+                layout.convert(self.path, self._read, self._write)
+                self._converted = True
 
     def nova_compute_id(self) -> str | None:
         """The UUID in nova's ``compute_id`` file here, or None when there is none.
@@ -281,17 +308,14 @@ class StateStore:
         Records are shaped like ``GET /resource_providers`` items plus
         ``inventories``, ``traits`` and ``aggregates``.
         """
-        doc = self._read(PLACEMENT_SEEN_FILE)
-        if not isinstance(doc, dict) or not isinstance(doc.get(nodename), list):
-            return None
-        return doc[nodename]
+        return self._node_record(nodename, list, PLACEMENT_SEEN_DIR)
 
     def set_seen_providers(self, nodename: str, records: list[dict[str, Any]]) -> None:
         """Record what Placement holds for ``nodename`` after a write.
 
         A failure to write is logged and kept in :attr:`save_error`.
         """
-        self._set_entry(nodename, records, PLACEMENT_SEEN_FILE)
+        self._set_record(nodename, records, PLACEMENT_SEEN_DIR)
 
     def consumers(self, nodename: str) -> dict[str, Any] | None:
         """The allocation audit's record of ``nodename``, or None.
@@ -301,18 +325,14 @@ class StateStore:
         seconds since the epoch}, "held": {provider UUID: {consumer UUID:
         {resource class: amount}}}, "generations": {provider UUID: generation}}``.
         """
-        for name in (CONSUMERS_FILE, CONSUMERS_COPY):
-            doc = self._read(name)
-            if isinstance(doc, dict) and isinstance(doc.get(nodename), dict):
-                return doc[nodename]
-        return None
+        return self._node_record(nodename, dict, CONSUMERS_DIR, CONSUMERS_COPY_DIR)
 
     def set_consumers(self, nodename: str, record: dict[str, Any]) -> None:
         """Record the allocation audit's view of ``nodename``.
 
         A failure to write is logged and kept in :attr:`save_error`.
         """
-        self._set_entry(nodename, record, CONSUMERS_FILE, CONSUMERS_COPY)
+        self._set_record(nodename, record, CONSUMERS_DIR, CONSUMERS_COPY_DIR)
 
     def last_cycle(self) -> dict[str, Any] | None:
         """The outcome of the service's last cycle (``CycleOutcome.to_json``), or None."""

@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from agent.model.allocations import (
     ByProvider,
@@ -95,10 +96,20 @@ class AllocationAudit:
         record = ConsumerRecord.from_json(stored)
         return AuditView(nodename, record, set(owned), stored, frozenset(tree) | set(owned))
 
-    def checkpoint(self, view: AuditView) -> None:
-        """Save the view's record when it changed since last stored (write-ahead)."""
+    def checkpoint(self, view: AuditView, statuses: bool = False) -> None:
+        """Save the view's record when it changed since last stored (write-ahead).
+
+        Args:
+            statuses: a change of the consumers' statuses alone is saved too
+                (the audit's last save). They say what the last audit found,
+                for ``show`` and metrics, and are rebuilt by every audit: the
+                write-ahead saves before and between writes skip them, or an
+                unchanged node's record was written twice a cycle (issue 28).
+        """
         doc = view.record.to_json()
-        if doc != view.stored:
+        if doc == view.stored:
+            return
+        if statuses or _but_statuses(doc) != _but_statuses(view.stored):
             self.save(view.nodename, view.record)
             view.stored = doc
 
@@ -152,11 +163,11 @@ class AllocationAudit:
         touched |= self.removals.remove_foreign(view, present, owners or {}, result)
         record.settle(present, view.held)
         # Our own writes moved these generations: read them again next time,
-        # unless one listing proves nobody else wrote them (agent.tracker.own_writes).
+        # unless the next listing proves nobody else wrote them (agent.tracker.own_writes).
         proven = view.own.confirm(self.report, view.nodename, record)
         for rp in (touched & set(record.held)) - proven:
             record.held[rp] = ProviderAllocations(None, record.held[rp].consumers)
-        self.checkpoint(view)
+        self.checkpoint(view, statuses=True)
         result.statuses = [record.statuses[c] for c in sorted(record.statuses)]
         return result
 
@@ -183,3 +194,7 @@ class AllocationAudit:
         shared = record.claim_given_back(consumer)
         self.save(nodename, record)
         return shared
+
+
+def _but_statuses(doc: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k != "states"}

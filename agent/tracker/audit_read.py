@@ -20,7 +20,7 @@ change; DESIGN.md "Placement facts"):
 
 A steady host therefore costs one read per CPU and memory provider (1 flat,
 one per NUMA cell) on top of the tree listing. What the audit knows is kept
-in the state directory (``consumers.json``), so a restarted agent reads the
+in the state directory (``consumers/NODE.json``), so a restarted agent reads the
 same set and heals what changed while it was down.
 """
 
@@ -118,23 +118,107 @@ def refresh(
     generations = report.provider_generations(nodename)
     for rp in set(record.held) - view.owned:
         del record.held[rp]
-    moved = False
     new = set(created) & view.owned
     for rp in new:
         record.held[rp] = ProviderAllocations(generations.get(rp), {})
+    changed: set[str] | None = set()
     for rp in sorted((cpu_providers & view.owned) - new):
         fresh = _read(report, view, rp)
-        old = record.held.get(rp)
-        moved |= old is None or old != fresh
+        found = changed_consumers(record.held.get(rp), fresh)
+        changed = None if found is None or changed is None else changed | found
         record.held[rp] = fresh
-    moved |= bool(new & cpu_providers)
-    for rp in sorted(view.owned - cpu_providers - new):
+    devices = sorted(view.owned - cpu_providers - new)
+    # Reading the changed consumers must cost less than reading every device provider.
+    moved = bool(new & cpu_providers) or changed is None or len(changed) > len(devices)
+    if not moved and changed:
+        _follow_consumers(report, view, sorted(changed), devices, sharing)
+    for rp in devices:
         old = record.held.get(rp)
         if moved or old is None or old.generation != generations.get(rp):
             record.held[rp] = _read(report, view, rp)
     if sharing is not None and (moved or _shared_elsewhere(record, sharing)):
         _refresh_shared(report, view, sharing)
     return view
+
+
+def changed_consumers(
+    old: ProviderAllocations | None, fresh: ProviderAllocations
+) -> set[str] | None:
+    """The consumers of a CPU and memory provider that may have changed anywhere since ``old``.
+
+    Every write of a consumer's allocations moves its consumer generation
+    (Placement API reference, microversion 1.28), and every write that leaves
+    a consumer on a provider moves the provider's generation; a consumer
+    deleted or moved off disappears from the listing. So: a consumer that
+    appeared or disappeared, and, when the provider's generation moved, each
+    whose consumer generation moved or was not known (written by the agent
+    itself: its write is proven by the provider's generation being the one
+    expected, ``own_writes``, and then nothing else wrote here).
+
+    Returns:
+        The consumers to read again, or None when ``old`` cannot tell (no
+        record, no generation, or a read without consumer generations):
+        then every provider is read, as before.
+    """
+    if old is None or old.generation is None or fresh.generation is None:
+        return None
+    if fresh.consumers and not fresh.consumer_generations:
+        return None  # a microversion before 1.28: nothing to compare
+    changed = set(old.consumers) ^ set(fresh.consumers)
+    if fresh.generation == old.generation:
+        return changed | {c for c in fresh.consumers if fresh.consumers[c] != old.consumers.get(c)}
+    for consumer in fresh.consumers:
+        before = old.consumer_generations.get(consumer)
+        if before is None or before != fresh.consumer_generations.get(consumer):
+            changed.add(consumer)
+    return changed
+
+
+def _follow_consumers(
+    report: ReportClient,
+    view: AuditView,
+    changed: list[str],
+    devices: list[str],
+    sharing: str | None,
+) -> None:
+    """Read each changed consumer (in parallel) and put what it holds now in the record.
+
+    A consumer's part removed from a device provider moves no generation
+    there, so the record of every device provider and of the sharing
+    provider is corrected from the consumer's own allocations; a device
+    provider it wrote on moved its generation and is read as usual.
+    """
+    view.reads += len(changed)
+    found = report.pool.map(report.get_allocations, changed)
+    record = view.record
+    for consumer, now in zip(changed, found, strict=True):
+        for rp in devices:
+            held = record.held.get(rp)
+            if held is None:
+                continue
+            consumers = {c: a for c, a in held.consumers.items() if c != consumer}
+            if rp in now.allocations:
+                consumers[consumer] = dict(now.allocations[rp])
+            if consumers != held.consumers:
+                gens = {c: g for c, g in held.consumer_generations.items() if c != consumer}
+                record.held[rp] = ProviderAllocations(held.generation, consumers, gens)
+        if sharing is not None:
+            _follow_shared(view, consumer, now.allocations, sharing)
+
+
+def _follow_shared(view: AuditView, consumer: str, now: ByProvider, sharing: str) -> None:
+    """``consumer``'s part on the sharing provider as it is now (:func:`_refresh_shared`'s rule)."""
+    record = view.record
+    ours = consumer in record.instances or any(
+        consumer in record.held[rp].consumers for rp in view.owned if rp in record.held
+    )
+    parts = {rp: a for rp, a in record.shared.get(consumer, {}).items() if rp != sharing}
+    if sharing in now and ours:
+        parts[sharing] = dict(now[sharing])
+    if parts:
+        record.shared[consumer] = parts
+    else:
+        record.shared.pop(consumer, None)
 
 
 def _read(report: ReportClient, view: AuditView, rp: str) -> ProviderAllocations:

@@ -4,7 +4,7 @@ One type, :class:`ConsumerRecord`, owns every transition of what the agent
 remembers about the consumers of a node (as openstack/placement's
 ``objects/consumer.py`` keeps a consumer's transitions in one place): the
 audit, claims and targeted updates call its methods and never edit its
-fields. It is kept in ``state_path`` (``consumers.json``) and saved *before*
+fields. It is kept in ``state_path`` (``consumers/NODE.json``) and saved *before*
 a request that writes an allocation is sent (write-ahead), so a failure at
 any instant after a write leaks nothing: an instance whose allocation was
 written is always in the record, and so is removed once it is gone.
@@ -137,6 +137,7 @@ class ConsumerRecord:
             return cls()
         try:
             generations = {str(rp): int(g) for rp, g in doc["generations"].items()}
+            consumer_gens = doc.get("consumer_generations", {})
             return cls(
                 instances={str(c) for c in doc["instances"]},
                 claims={str(c): float(t) for c, t in doc.get("claims", {}).items()},
@@ -145,7 +146,9 @@ class ConsumerRecord:
                 unknown={str(c): float(t) for c, t in doc["unknown"].items()},
                 held={
                     str(rp): ProviderAllocations(
-                        generations.get(rp), dict(clean_by_provider(consumers))
+                        generations.get(rp),
+                        dict(clean_by_provider(consumers)),
+                        {str(c): g for c, g in consumer_gens.get(rp, {}).items()},
                     )
                     for rp, consumers in doc["held"].items()
                 },
@@ -164,7 +167,7 @@ class ConsumerRecord:
             return cls()
 
     def to_json(self) -> dict[str, Any]:
-        """The record as stored in ``consumers.json``."""
+        """The record as stored in ``consumers/NODE.json``."""
         return {
             "instances": sorted(self.instances),
             "claims": dict(sorted(self.claims.items())),
@@ -176,6 +179,11 @@ class ConsumerRecord:
                 rp: pa.generation
                 for rp, pa in sorted(self.held.items())
                 if pa.generation is not None
+            },
+            "consumer_generations": {
+                rp: dict(sorted(pa.consumer_generations.items()))
+                for rp, pa in sorted(self.held.items())
+                if pa.consumer_generations
             },
             "shared": dict(sorted(self.shared.items())),
             "migrations": sorted(self.migrations),

@@ -7,15 +7,18 @@ request; a consumer removed from a provider moves nothing). Without more,
 every provider the audit wrote on would look changed by someone at the next
 cycle, which would read its inventories, traits and aggregates again.
 
-So after its writes the audit lists the tree once
-(:meth:`agent.placement.mirror.Mirror.confirm`): a provider whose generation
-is exactly the one the agent last knew plus its own writes on it was written
-by nobody else, so its inventories, traits and aggregates are as the mirror
-holds them and its allocations are what the audit read plus what it wrote;
-both records take the new generation and nothing is read again next cycle.
-Any other generation (someone else wrote too) is left for the next cycle to
-read, as before. Only a write whose success Placement answered is counted,
-so a miscount can only make the agent read more, never less.
+So the next listing of the tree, which the next cycle makes anyway, is the
+proof (:meth:`agent.placement.mirror.Mirror.expect`): a provider whose
+generation is then exactly the one the agent last knew plus its own writes
+on it was written by nobody else, so its inventories, traits and aggregates
+are as the mirror holds them and its allocations are what the audit read
+plus what it wrote. The audit's record takes that expected generation now:
+a device provider's is compared with the listed one before it is read, a CPU
+and memory provider's is read every cycle and compared whole, so any other
+generation (someone else wrote too) is read, as before. Only a write whose
+success Placement answered is counted, so a miscount can only make the agent
+read more, never less. (A listing right after the writes proved the same at
+the cost of one request per node and cycle that wrote.)
 """
 
 from __future__ import annotations
@@ -59,20 +62,25 @@ class OwnWrites:
         self.wrote[consumer] = {rp: a for rp, a in kept.items() if rp not in gone}
 
     def confirm(self, report: ReportClient, nodename: str, record: ConsumerRecord) -> set[str]:
-        """List the tree once; bring the mirror and ``record`` up to the proven generations.
+        """Take the generations the agent's own writes lead to, for the next listing to prove.
+
+        No request: the mirror checks them against its next listing
+        (:meth:`~agent.placement.mirror.Mirror.expect`); ``record`` takes them now,
+        with what the audit wrote, for providers whose recorded generation is the
+        mirror's (the one the writes were counted from).
 
         Returns:
-            The providers proven written by the agent alone (empty when it
-            wrote nothing, and then no request is made).
+            The providers whose record now holds the expected generation
+            (empty when the agent wrote nothing).
 
         Raises:
-            PlacementUnavailable, PlacementError: the listing failed (the
-                cycle's writes stand; the next cycle reads as before).
+            KeyError: the node's tree was not read in this process.
         """
         if not self.moves:
             return set()
-        proven = report.mirror.confirm(nodename, self.moves)
-        for rp, (old, new) in proven.items():
+        expected = report.mirror.expect(nodename, self.moves)
+        taken = set()
+        for rp, (old, new) in expected.items():
             held = record.held.get(rp)
             if held is None or held.generation != old:
                 continue  # the audit's copy is older than the mirror's: read it next time
@@ -82,5 +90,8 @@ class OwnWrites:
                     consumers[consumer] = dict(allocations[rp])
                 else:
                     consumers.pop(consumer, None)
-            record.held[rp] = ProviderAllocations(new, consumers)
-        return set(proven)
+            # what the audit wrote has a consumer generation it does not know
+            known = {c: g for c, g in held.consumer_generations.items() if c not in self.wrote}
+            record.held[rp] = ProviderAllocations(new, consumers, known)
+            taken.add(rp)
+        return taken

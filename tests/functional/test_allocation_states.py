@@ -20,6 +20,7 @@ import requests
 from agent.cli.main import main
 from agent.placement.report import ReportClient
 from agent.service.exit_codes import EXIT_DRIFT
+from agent.state.layout import CONSUMERS_DIR, node_file
 from agent.state.store import StateStore
 from agent.tracker.cycle import ResourceTracker
 from drivers.records import Flavor, Instance
@@ -327,7 +328,7 @@ def test_a_kill_at_every_request_boundary_converges_with_nothing_leaked(tmp_path
             settled = restart(s, snap).update_available_resource(False)
             node = settled.nodes[0]
             assert node.allocations_written == node.allocations_removed == [], (k, when)
-            record = json.loads((snap / "consumers.json").read_text())
+            record = json.loads((snap / node_file(CONSUMERS_DIR, s.nodename)).read_text())
             assert new in json.dumps(record), (k, when)
 
 

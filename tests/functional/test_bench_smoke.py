@@ -23,7 +23,7 @@ SMALLEST = {
     "provider_tree.py": [],
     "reshape.py": ["--sizes", "3"],
     "sync.py": ["--sizes", "1"],
-    "tracker.py": ["--sizes", "3"],
+    "tracker.py": ["--sizes", "3", "--devices", "3"],
 }
 
 
@@ -52,6 +52,9 @@ def test_benchmark_runs(name):
             used, target = line.split(" requests (target <= ")
             assert int(used.split()[-1]) <= int(target.split(")")[0]), line
             assert "healed in 1 cycle(s) warm, 1 after a restart" in line, line
+        (writer,) = [line for line in done.stdout.splitlines() if "another writer's change" in line]
+        used, target = writer.split(" requests (target <= ")
+        assert int(used.split()[-1]) <= int(target.split(":")[0]), writer
 
 
 def test_many_nodes_runs_on_mariadb():

@@ -21,7 +21,8 @@ import requests
 from agent.placement.report import ReportClient
 from agent.shape.adapter import adapt
 from agent.shape.layout import OWNER_TRAIT
-from agent.state.store import CONSUMERS_COPY, CONSUMERS_FILE, StateStore
+from agent.state.layout import CONSUMERS_COPY_DIR, CONSUMERS_DIR, node_file
+from agent.state.store import StateStore
 from agent.tracker.cycle import ResourceTracker
 from agent.tracker.discovery import discover_node
 from drivers.fake import FakeDriver
@@ -204,15 +205,16 @@ def setup(tmp_path, embedded) -> Setup:
 def test_known_consumers_survive_the_loss_of_one_state_file(setup):
     s = setup
     assert s.cycle(startup=True).ok
-    (s.state.path / CONSUMERS_FILE).write_text("{ not json")
+    primary = s.state.path / node_file(CONSUMERS_DIR, s.nodename)
+    primary.write_text("{ not json")
     s.driver.unsubscribe(s.tracker.handle_event)
     s.driver.destroy(s.inst(1))
     assert s.cycle().nodes[0].allocations_removed == [s.inst(1)]
     assert held(s.base, s.inst(1)) == {}
-    (s.state.path / CONSUMERS_FILE).unlink()
+    primary.unlink()
     s.driver.destroy(s.inst(2))
     assert s.cycle().nodes[0].allocations_removed == [s.inst(2)]
-    assert (s.state.path / CONSUMERS_COPY).exists()
+    assert (s.state.path / node_file(CONSUMERS_COPY_DIR, s.nodename)).exists()
 
 
 def test_an_unwritable_state_directory_degrades_the_cycle_but_placement_is_kept(setup, caplog):

@@ -58,3 +58,26 @@ def test_unreachable_keystone_is_named(tmp_path):
         client_for(tmp_path, url).get("/resource_providers")
     assert f"keystone at {url} is unreachable" in str(err.value)
     assert "check [placement] auth_url" in str(err.value)
+
+
+def test_a_refused_token_is_fetched_again_once_and_the_request_sent_again(tmp_path):
+    """The client's own transport (agent/placement/transport.py) keeps keystoneauth's rules:
+    the endpoint from the catalog (with its path), the token from the plugin, and a 401
+    drops the token, fetches a new one and sends once more."""
+    server = keystone("placement")
+    try:
+        client = client_for(tmp_path, f"http://127.0.0.1:{server.server_port}/identity")
+        assert client.get("/resource_providers") == {"resource_providers": []}
+        assert server.tokens == ["tok-1"]
+        server.revoked.add("tok-1")
+        assert client.get("/resource_providers", params={"name": "a b"}) == {
+            "resource_providers": []
+        }
+        assert server.tokens == ["tok-1", "tok-2"]
+        assert server.seen[-2:] == [
+            ("/placement/resource_providers?name=a+b", "tok-1"),
+            ("/placement/resource_providers?name=a+b", "tok-2"),
+        ]
+        assert client.transport._route is not None  # the fast path, not Adapter.request
+    finally:
+        server.shutdown()

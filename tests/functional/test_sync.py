@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import subprocess
 import sys
 import uuid as uuidlib
@@ -20,6 +21,7 @@ from agent.placement.errors import MicroversionTooLow, PlacementUnavailable
 from agent.placement.report import ReportClient
 from agent.placement.roots import RootConflict
 from agent.shape.adapter import adapt
+from agent.state.layout import PLACEMENT_SEEN_DIR, node_file
 from agent.state.store import StateStore
 from agent.tracker.discovery import discover
 from drivers.fake import FakeDriver
@@ -87,7 +89,7 @@ def test_request_counts_steady_change_restart(embedded, tmp_path):
     client = embedded.client()
     report = ReportClient(client, StateStore(tmp_path / "state"))
     cycle(report, driver, name)
-    seen_file = tmp_path / "state" / "placement_seen.json"
+    seen_file = tmp_path / "state" / node_file(PLACEMENT_SEEN_DIR, name)
     written = seen_file.stat().st_mtime_ns
     before = client.total_requests()
     cycle(report, driver, name)
@@ -197,7 +199,7 @@ def test_root_uuid_file_lost_finds_the_provider_by_name(embedded, tmp_path):
     cycle(ReportClient(embedded.client(), state), driver, name)
     root = state.root_uuid(name)
     for f in (tmp_path / "state").iterdir():
-        f.unlink()
+        shutil.rmtree(f) if f.is_dir() else f.unlink()
     result = cycle(ReportClient(embedded.client(), state), driver, name)
     assert result.created == 0
     assert state.root_uuid(name) == root
@@ -209,7 +211,7 @@ def test_corrupt_state_file_is_read_again_from_placement(embedded, tmp_path):
     _, driver = fake(tmp_path, name)
     state = StateStore(tmp_path / "state")
     cycle(ReportClient(embedded.client(), state), driver, name)
-    (tmp_path / "state" / "placement_seen.json").write_text("{not json")
+    (tmp_path / "state" / node_file(PLACEMENT_SEEN_DIR, name)).write_text("{not json")
     client = embedded.client()
     result = cycle(ReportClient(client, state), driver, name)
     assert result.created == result.inventories == 0

@@ -73,7 +73,7 @@ def drift_lines(held: ProviderTree, desired: ProviderTree) -> list[str]:
 def consumer_states(state: StateStore, nodename: str) -> list[dict[str, str]]:
     """Each consumer of ``nodename`` with its state and why, as the last audit found it.
 
-    Read from the audit's record in ``state_path`` (``consumers.json``):
+    Read from the audit's record in ``state_path`` (``consumers/NODE.json``):
     ``[{"consumer", "state", "why", "drift"}]`` sorted by consumer; empty when
     no cycle has audited the node yet.
     """
