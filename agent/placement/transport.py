@@ -29,6 +29,7 @@ session or the environment, as ``requests`` merges them), an
 from __future__ import annotations
 
 import json as jsonlib
+import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ from urllib3 import exceptions as u3_exc
 from urllib3.util import Timeout
 
 JSON_TYPE = "application/json"
+
+LOG = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -147,10 +150,15 @@ class Transport:
             body = jsonlib.dumps(json, separators=(",", ":")).encode()
             sent["Content-Type"] = JSON_TYPE
         authenticated = self._authenticated()
+        debug = LOG.isEnabledFor(logging.DEBUG)
+        if debug:  # method and URL only: headers carry the token (never logged)
+            LOG.debug("REQ: %s %s", method, url)
         answer = self._urlopen(route, method, url, body, sent, authenticated)
         # keystoneauth's rule: a refused token is dropped and fetched again, once
         if answer.status_code == 401 and authenticated and self.adapter.invalidate():
             answer = self._urlopen(route, method, url, body, sent, authenticated)
+        if debug:
+            LOG.debug("RESP: %s %s -> %d", method, url, answer.status_code)
         return answer
 
     def reset(self) -> None:

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import uuid
+import uuid as uuidlib
 from pathlib import Path
 
 import pytest
@@ -221,7 +222,12 @@ def test_a_reload_with_a_bad_file_keeps_the_running_configuration(tmp_path, embe
     """SIGHUP's path (Service.reload): a refused file leaves the previous components
     running (the licence stays as it was); a good one then takes effect."""
     nodename = unique("pc")
-    host = HostDescription.load(BIG_HOST).rename(nodename).write(tmp_path / "host.yaml")
+    host = (
+        HostDescription.load(BIG_HOST)
+        .rename(nodename)
+        .prefix_instances(str(uuidlib.uuid4())[:-2])
+        .write(tmp_path / "host.yaml")
+    )
     configs = tmp_path / "provider_config"
     configs.mkdir()
     licences = configs / "licences.yaml"
