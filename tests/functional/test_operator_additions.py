@@ -218,9 +218,11 @@ def _vgpu(*traits: str) -> Flavor:
     )
 
 
-def test_a_reload_with_a_bad_file_keeps_the_running_configuration(tmp_path, embedded):
+def test_a_reload_with_a_bad_file_keeps_the_running_configuration(tmp_path, served):
     """SIGHUP's path (Service.reload): a refused file leaves the previous components
-    running (the licence stays as it was); a good one then takes effect."""
+    running (the licence stays as it was); a good one then takes effect. A Placement
+    of its own (a process): the service's thread and the test's reads never meet in
+    one SQLite file inside this process ("database is locked")."""
     nodename = unique("pc")
     host = (
         HostDescription.load(BIG_HOST)
@@ -237,7 +239,7 @@ def test_a_reload_with_a_bad_file_keeps_the_running_configuration(tmp_path, embe
         f"[DEFAULT]\nstate_path = {tmp_path / 'state'}\nupdate_interval = 1\n"
         f"update_jitter = 0\n[compute]\ndriver = fake\nprovider_config_location = {configs}\n"
         f"[metrics]\nlisten =\n[fake]\nhost_file = {host}\n"
-        f"[placement]\nauth_type = admin_token\nendpoint = {embedded.url}\ntoken = admin\n"
+        f"[placement]\nauth_type = admin_token\nendpoint = {served.url}\ntoken = admin\n"
         "noauth_roles = admin,service\n"
     )
     service = Service(lambda: agent_config.load([str(ini)]), install_signals=False)
@@ -245,11 +247,11 @@ def test_a_reload_with_a_bad_file_keeps_the_running_configuration(tmp_path, embe
     thread.start()
 
     def licence_total() -> int | None:
-        found = http_get(embedded.url, "/resource_providers", name=nodename)
+        found = http_get(served.url, "/resource_providers", name=nodename)
         if not found["resource_providers"]:
             return None
         root = found["resource_providers"][0]["uuid"]
-        inventories = http_get(embedded.url, f"/resource_providers/{root}/inventories")
+        inventories = http_get(served.url, f"/resource_providers/{root}/inventories")
         return inventories["inventories"].get("CUSTOM_LICENSE_WINDOWS", {}).get("total")
 
     try:
