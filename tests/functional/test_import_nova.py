@@ -76,6 +76,18 @@ def cell(tmp_path):
     return path, ids
 
 
+def gpu_provider(base: str, name: str, root: str, traits: list[str], uuid: str = "") -> str:
+    """A GPU's provider under ``root`` as nova (or an earlier agent) left it: 4 VGPU, ``traits``."""
+    uuid = uuid or str(uuidlib.uuid4())
+    body = {"name": name, "uuid": uuid, "parent_provider_uuid": root}
+    http(base, "POST", "/resource_providers", body)
+    inventories = {"resource_provider_generation": 0, "inventories": {"VGPU": {"total": 4}}}
+    http(base, "PUT", f"/resource_providers/{uuid}/inventories", inventories)
+    body = {"resource_provider_generation": 1, "traits": traits}
+    http(base, "PUT", f"/resource_providers/{uuid}/traits", body)
+    return uuid
+
+
 def test_import_writes_each_node_and_every_allocation(embedded, tmp_path, cell):
     path, ids = cell
     base = embedded.url
@@ -333,25 +345,7 @@ def test_reimport_keeps_vgpu_and_vf_allocations_on_the_providers_it_keeps(embedd
     base, root = embedded.url, ids["cn1_uuid"]
     res, _ = do_import(embedded, tmp_path, path, "--host", ids["cn1"])
     assert res.refusals == []
-    gpu = str(uuidlib.uuid4())
-    http(
-        base,
-        "POST",
-        "/resource_providers",
-        {"name": f"{ids['cn1']}_pci_0000_5e_00_0", "uuid": gpu, "parent_provider_uuid": root},
-    )
-    http(
-        base,
-        "PUT",
-        f"/resource_providers/{gpu}/inventories",
-        {"resource_provider_generation": 0, "inventories": {"VGPU": {"total": 4}}},
-    )
-    http(
-        base,
-        "PUT",
-        f"/resource_providers/{gpu}/traits",
-        {"resource_provider_generation": 1, "traits": ["OWNER_NOVA"]},
-    )
+    gpu = gpu_provider(base, f"{ids['cn1']}_pci_0000_5e_00_0", root, ["OWNER_NOVA"])
     listed = http_get(base, "/resource_providers", in_tree=root)["resource_providers"]
     (pf,) = [p["uuid"] for p in listed if "SRIOV_NET_VF" in inventories(base, p["uuid"])]
     held, body = allocations(base, ids["i_vf"])
@@ -483,26 +477,12 @@ def test_what_only_the_host_knows_is_kept(embedded, tmp_path, cell):
             "traits": ["HW_CPU_X86_AVX2", "CUSTOM_OWNER_COMPUTE_AGENT", "COMPUTE_NODE"],
         },
     )
-    http(
+    gpu_provider(
         base,
-        "POST",
-        "/resource_providers",
-        {"name": f"{ids['cn1']}_pci_0000_5e_00_0", "uuid": gpu, "parent_provider_uuid": root},
-    )
-    http(
-        base,
-        "PUT",
-        f"/resource_providers/{gpu}/inventories",
-        {"resource_provider_generation": 0, "inventories": {"VGPU": {"total": 4}}},
-    )
-    http(
-        base,
-        "PUT",
-        f"/resource_providers/{gpu}/traits",
-        {
-            "resource_provider_generation": 1,
-            "traits": ["CUSTOM_NVIDIA_35", "CUSTOM_OWNER_COMPUTE_AGENT"],
-        },
+        f"{ids['cn1']}_pci_0000_5e_00_0",
+        root,
+        ["CUSTOM_NVIDIA_35", "CUSTOM_OWNER_COMPUTE_AGENT"],
+        gpu,
     )
 
     gpu_before = inventories(base, gpu)
