@@ -81,9 +81,12 @@ def consumer_states(state: StateStore, nodename: str) -> list[dict[str, str]]:
     return [record.statuses[c].to_json() for c in sorted(record.statuses)]
 
 
-def _print_consumers(out: Output, consumers: list[dict[str, str]]) -> None:
+def _print_consumers(out: Output, consumers: list[dict[str, str]], audited: bool) -> None:
+    if not audited:
+        out.print("consumers: not audited yet (no cycle has run on this node)")
+        return
     if not consumers:
-        out.print("consumers: none audited yet (run a cycle first)")
+        out.print("consumers: none (as the last cycle's audit found them)")
         return
     out.print("consumers (as the last cycle's audit found them):")
     for c in consumers:
@@ -148,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
             for root in held.root_uuids:
                 provider_branch(held, root, top, usages)
             out.tree(top)
-            _print_consumers(out, consumers)
+            _print_consumers(out, consumers, state.consumers(nodename) is not None)
             if not lines and not drifting:
                 out.print("no drift: Placement matches what the driver reports")
             for line in lines:
