@@ -140,8 +140,10 @@ class TargetedUpdates:
             record.vanished(uuid)
         self.audit.checkpoint(view)  # recorded before any write
         keep = look.keep
-        plans = _plans(look, record, found)
+        # What the record held before this batch's plans are remembered in it: an
+        # instance holding nothing here is written with the others, in one POST.
         held = record.by_consumer(owned)
+        plans = _plans(look, record, found)
         new = {u: p for u, p in plans.items() if not held.get(u) and u not in record.moving}
         result = AuditResult()
         for uuid, why in self.audit.listed.pending_moves(view, set(found), new).items():

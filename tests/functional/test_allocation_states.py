@@ -23,6 +23,7 @@ from agent.service.exit_codes import EXIT_DRIFT
 from agent.state.layout import CONSUMERS_DIR, node_file
 from agent.state.store import StateStore
 from agent.tracker.cycle import ResourceTracker
+from agent.tracker.targeted import EventBatch
 from drivers.records import Flavor, Instance
 from tests.helpers.faults import Killed, any_write, before_send, kill_at, matching
 from tests.helpers.placement_http import HEADERS, call, http_get
@@ -360,3 +361,19 @@ def test_show_lists_each_consumer_with_its_state_and_drift(tmp_path, embedded, c
     assert states[inst]["state"] == "instance here" and "MEMORY_MB=" in states[inst]["drift"]
     assert {c["state"] for c in states.values()} == {"instance here"}
     assert sorted(states) == sorted(s.inst(n) for n in (1, 2, 3, 4))
+
+
+def test_instances_new_to_an_event_batch_are_written_in_one_post(tmp_path, embedded):
+    """A targeted update writes instances that hold nothing here together (one ``POST
+    /allocations``), not one read and one write each."""
+    s = Setup(tmp_path, embedded)
+    assert s.cycle(startup=True).ok
+    s.driver.unsubscribe(s.tracker.handle_event)
+    new = [Instance(str(uuidlib.uuid4()), PROJECT, USER, Flavor(1, 512, root_gb=1)) for _ in "abc"]
+    for instance in new:
+        s.driver.spawn(s.nodename, instance)
+    before = dict(s.client.counts)
+    outcome = s.tracker.apply_events(EventBatch(instances={s.nodename: {i.uuid for i in new}}))
+    assert sorted(outcome.written) == sorted(i.uuid for i in new) and outcome.errors == []
+    sent = {k: n - before.get(k, 0) for k, n in s.client.counts.items() if n != before.get(k, 0)}
+    assert sent == {("POST", "/allocations"): 1}
