@@ -18,8 +18,9 @@ start from a :class:`NodeView` (docs/architecture.md, "The node view"):
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from agent.model import ownership
 from agent.model.allocations import ByProvider, ConsumerAllocations
@@ -46,7 +47,9 @@ class NodeView:
             reshape: as the reshape wrote it).
         host: the hardware records laid out.
         owned: UUIDs of the providers of the node the agent owns.
-        sharing: the shared-storage provider DISK_GB goes to, or None.
+        find_sharing: asks for the shared-storage provider (a request on shared
+            storage): :attr:`sharing` calls it on first use only, so an event
+            that plans nothing asks nothing.
         keep: owned providers of gone hardware kept while in use (their
             allocations stay as held).
         reshaped: a start-up reshape was written (``POST /reshaper``).
@@ -57,10 +60,15 @@ class NodeView:
     before: ProviderTree
     host: HostResources
     owned: set[str]
-    sharing: str | None
+    find_sharing: Callable[[], str | None]
     adapter: DriverAdapter
     keep: set[str] = field(default_factory=set)
     reshaped: bool = False
+
+    @cached_property
+    def sharing(self) -> str | None:
+        """The shared-storage provider DISK_GB goes to, or None (asked once)."""
+        return self.find_sharing()
 
     @property
     def cpu_providers(self) -> set[str]:
@@ -183,7 +191,7 @@ class NodeViews:
             before=before,
             host=host,
             owned=ownership.owned(tree, nodename, self.owner_trait),
-            sharing=self.sharing.lookup(tree, nodename, host),
+            find_sharing=lambda: self.sharing.lookup(tree, nodename, host),
             adapter=self.adapter,
             keep=keep,
             reshaped=reshaped,
