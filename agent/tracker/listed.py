@@ -189,7 +189,7 @@ class ListedInstances:
         def edit(held: ConsumerAllocations) -> ConsumerAllocations | None:
             decided[:] = [evidence.moving_reason(held, view.tree, view.owned)]
             have = {**held.on(managed), **held.on(set(want.without(view.owned)))}
-            missing_only = add and evidence.only_missing(want.on(set(have) | want.providers), have)
+            missing_only = add and evidence.only_missing(want.allocations, have)
             if decided[0] or (have and not rewrite and not missing_only):
                 sent.clear()
                 return None
