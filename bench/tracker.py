@@ -212,10 +212,26 @@ def other_writer(placement: EmbeddedPlacement, tmp: Path, devices: int) -> None:
     }
     client.put("/allocations/{consumer}", consumer=str(uuid.uuid4()), json=body)
     after = run(tracker, "after another writer's new consumer")
+    # The same, and an operator's trait on the compute node: the allocations do not
+    # explain the whole move, so the compute node's details are read (3 more).
+    client.put("/allocations/{consumer}", consumer=str(uuid.uuid4()), json=body)
+    client.put("/traits/{name}", name="CUSTOM_BENCH_OPERATOR")
+    traits = client.get("/resource_providers/{uuid}/traits", uuid=root[0]["uuid"])
+    client.put(
+        "/resource_providers/{uuid}/traits",
+        uuid=root[0]["uuid"],
+        json={
+            "traits": [*traits["traits"], "CUSTOM_BENCH_OPERATOR"],
+            "resource_provider_generation": traits["resource_provider_generation"],
+        },
+    )
+    both = run(tracker, "... and an operator's trait")
+    kept = "CUSTOM_BENCH_OPERATOR" in tracker.report.mirror.tree(nodename).data(nodename).traits
     SUMMARY.append(
         f"  {devices:>5} device providers: after another writer's change {after} requests "
-        f"(target <= {steady + 4}: steady {steady} + 1 consumer + 3 for the compute "
-        "node's inventories, traits and aggregates: its generation moved)"
+        f"(target <= {steady + 1}: steady {steady} + 1 consumer); with an operator's trait "
+        f"too {both} (+3: the compute node's inventories, traits and aggregates read), "
+        f"the trait {'seen' if kept else 'MISSED'}"
     )
 
 

@@ -8,6 +8,9 @@ provider's details are kept only when its three reads agree on one
 generation (:func:`read_provider_details`). So a cycle in which nothing
 changed costs one request, and a restarted agent whose host did not change
 costs the same.
+
+A moved generation that the allocations read in the same cycle explain
+keeps the details without their reads (:mod:`agent.placement.details`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from agent.model.provider_tree import ProviderTree
 from agent.model.resources import inventory_body
 from agent.placement import endpoints
 from agent.placement.client import PlacementClient
+from agent.placement.details import Vouch, Vouched, read_provider_details
 from agent.placement.endpoints import ProviderRecord
 from agent.placement.roots import CREATED_HERE, ComputeNodes
 from agent.state.store import StateStore
@@ -35,65 +39,23 @@ _LISTED = ("uuid", "name", "generation", "parent_provider_uuid")
 """The fields of a listing record the mirror keeps."""
 
 
-def provider_record(tree: ProviderTree, uuid: str) -> dict[str, Any]:
-    """One provider of ``tree`` as the state directory stores it (Placement's field names)."""
+def provider_record(tree: ProviderTree, uuid: str, generation: int | None = None) -> dict[str, Any]:
+    """One provider of ``tree`` as the state directory stores it (Placement's field names).
+
+    Args:
+        generation: the generation to store instead of the tree's (the one a
+            vouched provider's details were read at).
+    """
     p = tree.data(uuid)
     return {
         "uuid": p.uuid,
         "name": p.name,
-        "generation": p.generation,
+        "generation": p.generation if generation is None else generation,
         "parent_provider_uuid": p.parent_uuid,
         "inventories": inventory_body(p.inventory),
         "traits": sorted(p.traits),
         "aggregates": sorted(p.aggregates),
     }
-
-
-READ_TRIES = 3
-"""How many times one provider's three reads are made before giving up on them agreeing."""
-
-
-class ProviderKeptChanging(AgentError):
-    """A provider's inventories, traits and aggregates never came from one generation."""
-
-
-def read_provider_details(client: PlacementClient, tree: ProviderTree, uuid: str) -> None:
-    """Read one provider's inventory, traits and aggregates into ``tree``, as of one generation.
-
-    Three GETs, each answered with the provider's generation (Placement API
-    reference: ``resource_provider_generation`` in every one of them).
-    Generations only grow and every inventory, trait, aggregate or
-    allocation write moves them, so three answers with the same generation
-    show the provider as it was at that generation; answers that differ mean
-    another client wrote in between, and the three are read again (issue 26:
-    keeping the last generation with an older inventory hid that write from
-    every later cycle, and from ``show --check``). Costs 3 requests, 3 more
-    per write that lands between them.
-
-    Raises:
-        ProviderKeptChanging: the reads disagreed :data:`READ_TRIES` times;
-            ``tree`` is unchanged, so the provider is read again next time.
-        PlacementError, PlacementUnavailable: as the client raises (NotFound:
-            the provider is gone).
-    """
-    seen: list[tuple[int, int, int]] = []
-    for _ in range(READ_TRIES):
-        inventories, g_inventories = endpoints.get_inventories(client, uuid)
-        traits, g_traits = endpoints.get_traits(client, uuid)
-        aggregates, g_aggregates = endpoints.get_aggregates(client, uuid)
-        if g_inventories == g_traits == g_aggregates:
-            tree.update_inventory(uuid, inventories)
-            tree.update_traits(uuid, traits)
-            tree.update_aggregates(uuid, aggregates)
-            tree.update_generation(uuid, g_aggregates)
-            return
-        seen.append((g_inventories, g_traits, g_aggregates))
-        LOG.debug("provider %s changed while read (generations %s); reading it again", uuid, seen)
-    raise ProviderKeptChanging(
-        f"resource provider {uuid} changed while it was read, {READ_TRIES} times in a row "
-        f"(generations of its inventories, traits and aggregates: {seen}); another client "
-        "keeps writing it. Nothing was taken from these reads: the next cycle reads it again"
-    )
 
 
 def _unchanged(mirror: ProviderTree, listing: list[ProviderRecord]) -> bool:
@@ -130,11 +92,14 @@ class Mirror:
             reports them as new (:meth:`take_created`).
         expected: ``{provider: (generation, generation after the agent's own
             allocation writes)}``, checked by the next listing (:meth:`expect`).
+        vouched: the providers whose details rest on a vouch (its
+            ``refresh_after`` is ``[compute] resource_provider_association_refresh``).
     """
 
     def __init__(self, client: PlacementClient, state: StateStore) -> None:
         self.client = client
         self.state = state
+        self.vouched = Vouched()
         self.trees: dict[str, ProviderTree] = {}
         self.known_custom: set[str] = set()
         self.read_this_cycle: set[str] = set()
@@ -199,15 +164,20 @@ class Mirror:
     def _take_expected(self, mirror: ProviderTree, listing: list[ProviderRecord]) -> bool:
         """Move the mirror's generations to the listed ones :meth:`expect` predicted.
 
-        Each expectation is used by one listing only. Returns True when a generation moved.
+        Each expectation is used by one listing only. A listed generation
+        beyond the expected one was moved by others too: the agent's own writes
+        are taken all the same (allocation writes change no inventory, trait or
+        aggregate), and the rest is left to be vouched for or read. Returns
+        True when a generation moved.
         """
         moved = False
         for rec in listing:
             expected = self.expected.pop(rec["uuid"], None)
             if expected is None or not mirror.exists(rec["uuid"]):
                 continue
-            if (mirror.data(rec["uuid"]).generation, rec["generation"]) == expected:
-                mirror.update_generation(rec["uuid"], expected[1])
+            old, new = expected
+            if mirror.data(rec["uuid"]).generation == old <= new <= rec["generation"]:
+                mirror.update_generation(rec["uuid"], new)
                 moved = True
         return moved
 
@@ -253,12 +223,38 @@ class Mirror:
         """Drop what is held in memory; the state directory's copy is checked on the next read."""
         self.trees.clear()
         self.known_custom.clear()
+        self.vouched.clear()
 
     def save(self, nodename: str) -> None:
-        """Write ``nodename``'s mirror to the state directory."""
+        """Write ``nodename``'s mirror to the state directory.
+
+        A vouched provider is stored at the generation its details were read
+        at, so a restarted agent reads them again rather than trust a vouch
+        it no longer remembers.
+        """
         mirror = self.trees[nodename]
-        records = [provider_record(mirror, u) for u in mirror.get_provider_uuids()]
+        records = [
+            provider_record(mirror, u, self.vouched.read_at(u)) for u in mirror.get_provider_uuids()
+        ]
         self.state.set_seen_providers(nodename, records)
+
+    def reread(self, tree: ProviderTree, uuid: str) -> None:
+        """Read one provider's details into ``tree``, no longer vouched for (raises as
+        :func:`read_provider_details`)."""
+        read_provider_details(self.client, tree, uuid)
+        self.vouched.discard(uuid)
+
+    def verify(self, tree: ProviderTree, uuids: Iterable[str]) -> list[str]:
+        """Read again the details of those of ``uuids`` that rest on a vouch; returns them.
+
+        Before a write that bases itself on them (a flush, a reshape): a vouch
+        is an inference from allocations, a write must rest on a read. Raises
+        as :meth:`reread`.
+        """
+        read = [u for u in dict.fromkeys(uuids) if u in self.vouched and tree.exists(u)]
+        for uuid in read:
+            self.reread(tree, uuid)
+        return read
 
     def _from_state(self, nodename: str) -> ProviderTree:
         mirror = ProviderTree()
@@ -276,7 +272,13 @@ class Mirror:
                 mirror = ProviderTree()
         return mirror
 
-    def read(self, nodename: str, create: bool = True, uuid: str | None = None) -> bool:
+    def read(
+        self,
+        nodename: str,
+        create: bool = True,
+        uuid: str | None = None,
+        vouch: Vouch | None = None,
+    ) -> bool:
         """List ``nodename``'s tree and bring the mirror up to date; False when it has none.
 
         Args:
@@ -284,6 +286,8 @@ class Mirror:
             create: create the root when Placement has none by this name.
             uuid: the UUID to create it with when the state directory records
                 none (default: :func:`default_root_uuid`).
+            vouch: asked about each provider whose generation moved before its
+                details are read (module docstring); None: they are read.
 
         Raises:
             RootConflict: the name and the recorded UUID disagree with Placement.
@@ -298,13 +302,14 @@ class Mirror:
         if not listing:
             return False
         proven = self._take_expected(mirror, listing)
-        if _unchanged(mirror, listing):
+        expired = self.vouched.expired(mirror.get_provider_uuids())
+        if not expired and _unchanged(mirror, listing):
             self.trees[nodename] = mirror
             self._remember_custom(mirror)
             if proven:
                 self.save(nodename)
             return True
-        fresh, stale = self._refreshed(mirror, listing)
+        fresh, stale = self._refreshed(mirror, listing, expired, vouch)
         self.trees[nodename] = fresh
         self._remember_custom(fresh)
         if stale or fresh.get_provider_uuids() != mirror.get_provider_uuids():
@@ -329,9 +334,14 @@ class Mirror:
         return listing
 
     def _refreshed(
-        self, mirror: ProviderTree, listing: list[ProviderRecord]
+        self,
+        mirror: ProviderTree,
+        listing: list[ProviderRecord],
+        expired: set[str],
+        vouch: Vouch | None,
     ) -> tuple[ProviderTree, list[str]]:
-        """The tree ``listing`` shows, and the providers read again (their generation moved)."""
+        """The tree ``listing`` shows, and the providers read again (their generation
+        moved and nobody vouched for them, or their vouch expired)."""
         fresh = ProviderTree()
         fresh.populate_from_iterable({k: r[k] for k in _LISTED} for r in listing)
         stale = []
@@ -339,15 +349,23 @@ class Mirror:
             uuid = rec["uuid"]
             if rec.get(CREATED_HERE):
                 continue  # a provider this client just created holds nothing yet
-            if mirror.exists(uuid) and mirror.data(uuid).generation == rec["generation"]:
-                old = mirror.data(uuid)
-                fresh.update_inventory(uuid, old.inventory)
-                fresh.update_traits(uuid, old.traits)
-                fresh.update_aggregates(uuid, old.aggregates)
-            else:
+            if not mirror.exists(uuid) or uuid in expired:
                 stale.append(uuid)
+                continue
+            old = mirror.data(uuid)
+            at = old.generation
+            if at != rec["generation"]:
+                at = vouch(uuid, at) if vouch is not None and at is not None else None
+                if at is None:
+                    stale.append(uuid)
+                    continue
+                self.vouched.add(uuid, old.generation)
+                fresh.update_generation(uuid, at)
+            fresh.update_inventory(uuid, old.inventory)
+            fresh.update_traits(uuid, old.traits)
+            fresh.update_aggregates(uuid, old.aggregates)
         for uuid in stale:
-            read_provider_details(self.client, fresh, uuid)
+            self.reread(fresh, uuid)
         return fresh, stale
 
     def _remember_custom(self, tree: ProviderTree) -> None:

@@ -39,6 +39,7 @@ from agent.model.resources import Inventory, to_inventories
 from agent.placement import consumers, endpoints
 from agent.placement.client import PlacementClient
 from agent.placement.consumers import Consumers, Edit
+from agent.placement.details import Vouch
 from agent.placement.mirror import Mirror
 from agent.placement.pool import Pool
 from agent.placement.reshaper import reshape
@@ -90,8 +91,14 @@ class ReportClient:
         self.mirror.read(nodename)
         return self.mirror.tree(nodename).data(nodename).uuid
 
-    def get_provider_tree_and_ensure_root(self, nodename: str) -> ProviderTree:
+    def get_provider_tree_and_ensure_root(
+        self, nodename: str, vouch: Vouch | None = None
+    ) -> ProviderTree:
         """A copy of what Placement holds for ``nodename``'s tree, root ensured.
+
+        Args:
+            vouch: asked about each provider whose generation moved before
+                its details are read (:data:`agent.placement.details.Vouch`).
 
         Returns:
             A :class:`ProviderTree` the caller may edit (generations are
@@ -100,7 +107,7 @@ class ReportClient:
         Raises:
             RootConflict, PlacementError, PlacementUnavailable.
         """
-        self.mirror.read(nodename)
+        self.mirror.read(nodename, vouch=vouch)
         return self.mirror.tree(nodename).copy()
 
     def read_tree(self, nodename: str) -> ProviderTree | None:

@@ -25,7 +25,7 @@ from agent.placement import endpoints
 from agent.placement.client import PlacementClient
 from agent.placement.conflicts import retry_on_conflict
 from agent.placement.errors import GenerationConflict, InventoryInUse, NotFound, PlacementError
-from agent.placement.mirror import Mirror, provider_record, read_provider_details
+from agent.placement.mirror import Mirror, provider_record
 from agent.placement.pool import Pool
 from agent.placement.roots import RootConflict
 
@@ -141,7 +141,10 @@ class Writer:
 
         A root not listed since the last flush (a second node, a sharing
         provider the driver adds) is listed first: its mirror may be stale,
-        and a root Placement lacks is created with the tree's UUID.
+        and a root Placement lacks is created with the tree's UUID. Providers
+        to be written whose details are only vouched for are read first
+        (:meth:`Mirror.verify`; all of the root's for a reshape, which names
+        every provider with its generation).
 
         Args:
             reshape: plan even when nothing differs (the reshaper names every provider).
@@ -162,8 +165,15 @@ class Writer:
         diff = diff_trees(mirror, new_tree, root_uuid)
         if not diff and not reshape:
             return None
+        # The driver's tree was laid out on this mirror: it stays the merges' base.
+        base = mirror.copy()
+        writes = mirror.get_provider_uuids(root_uuid) if reshape else _written(diff)
+        if self.mirror.verify(mirror, writes):
+            diff = diff_trees(mirror, new_tree, root_uuid)
+            if not diff and not reshape:
+                return None
         wanted = set(new_tree.get_provider_uuids(root_uuid))
-        return Flush(name, mirror, mirror.copy(), diff, wanted)
+        return Flush(name, mirror, base, diff, wanted)
 
     def ensure_custom_names(self, tree: ProviderTree) -> None:
         """Create ``tree``'s custom resource classes and traits Placement is not known to hold."""
@@ -225,7 +235,7 @@ class Writer:
             retries=self.conflict_retries,
             sleep=self.sleep,
             what=f"provider {uuid}",
-            reread=lambda: read_provider_details(self.mirror.client, mirror, uuid),
+            reread=lambda: self.mirror.reread(mirror, uuid),
         )
 
     def _write_inventory(
@@ -334,3 +344,15 @@ def by_depth(tree: ProviderTree, uuids: list[str]) -> list[list[str]]:
             depth, parent = depth + 1, tree.data(parent).parent_uuid
         levels.setdefault(depth, []).append(uuid)
     return [levels[d] for d in sorted(levels)]
+
+
+def _written(diff: TreeDiff) -> list[str]:
+    """The providers ``diff`` writes the details or the place of (not the created ones)."""
+    return [
+        *diff.removed,
+        *diff.reparented,
+        *diff.renamed,
+        *diff.inventory,
+        *diff.traits,
+        *diff.aggregates,
+    ]

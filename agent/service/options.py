@@ -88,6 +88,17 @@ COMPUTE_OPTS: list[cfg.Opt] = [
         "(compute_agent_allocation_drift) and reported by 'compute-agent show --check'. "
         "Missing allocations are always written, and gone instances' removed.",
     ),
+    cfg.IntOpt(
+        "resource_provider_association_refresh",
+        default=300,
+        min=0,
+        help="Seconds the agent keeps a provider's inventories, traits and aggregates "
+        "without reading them again when its generation moved and the allocations read "
+        "in the same cycle explain the move (nova's claims move the compute node's "
+        "generation at every boot). Any move they do not explain, any write of those "
+        "details and a restart read them at once. nova's option of this name (the "
+        "refresh interval of nova-compute's cache of the same). 0: never on time alone.",
+    ),
 ]
 
 METRICS_OPTS: list[cfg.Opt] = [

@@ -27,7 +27,7 @@ same set and heals what changed while it was down.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -88,6 +88,7 @@ def refresh(
     sharing: str | None = None,
     created: Iterable[str] = (),
     tree: Iterable[str] = (),
+    prefetched: Mapping[str, ProviderAllocations] | None = None,
 ) -> AuditView:
     """Read what the module docstring says must be read this cycle.
 
@@ -105,10 +106,11 @@ def refresh(
         sharing: the shared-storage provider DISK_GB goes to, if any.
         created: providers this cycle's writes created.
         tree: every provider of the node's tree (owned or not).
+        prefetched: ``{provider: allocations}`` read earlier this cycle (while
+            vouching, :mod:`agent.tracker.vouch`): used while its generation holds.
 
     Returns:
         An :class:`AuditView` for :meth:`AllocationAudit.reconcile` and for planning.
-
     Raises:
         PlacementUnavailable, PlacementError: a read failed (the cycle fails).
     """
@@ -116,14 +118,11 @@ def refresh(
     record = ConsumerRecord.from_json(stored)
     view = AuditView(nodename, record, set(owned), stored, frozenset(tree) | set(owned))
     generations = report.provider_generations(nodename)
-    for rp in set(record.held) - view.owned:
-        del record.held[rp]
-    new = set(created) & view.owned
-    for rp in new:
-        record.held[rp] = ProviderAllocations(generations.get(rp), {})
+    read = _reader(report, view, generations, prefetched or {})
+    new = _owned_only(view, created, generations)
     changed: set[str] | None = set()
     for rp in sorted((cpu_providers & view.owned) - new):
-        fresh = _read(report, view, rp)
+        fresh = read(rp)
         found = changed_consumers(record.held.get(rp), fresh)
         changed = None if found is None or changed is None else changed | found
         record.held[rp] = fresh
@@ -135,7 +134,7 @@ def refresh(
     for rp in devices:
         old = record.held.get(rp)
         if moved or old is None or old.generation != generations.get(rp):
-            record.held[rp] = _read(report, view, rp)
+            record.held[rp] = read(rp)
     if sharing is not None and (moved or _shared_elsewhere(record, sharing)):
         _refresh_shared(report, view, sharing)
     return view
@@ -219,6 +218,44 @@ def _follow_shared(view: AuditView, consumer: str, now: ByProvider, sharing: str
         record.shared[consumer] = parts
     else:
         record.shared.pop(consumer, None)
+
+
+def _owned_only(
+    view: AuditView, created: Iterable[str], generations: Mapping[str, int]
+) -> set[str]:
+    """Narrow the record to the owned providers, the ones created this cycle recorded
+    empty (they hold nothing yet); returns those."""
+    record = view.record
+    for rp in set(record.held) - view.owned:
+        del record.held[rp]
+    new = set(created) & view.owned
+    for rp in new:
+        record.held[rp] = ProviderAllocations(generations.get(rp), {})
+    return new
+
+
+def _reader(
+    report: ReportClient,
+    view: AuditView,
+    generations: Mapping[str, int],
+    prefetched: Mapping[str, ProviderAllocations],
+) -> Callable[[str], ProviderAllocations]:
+    """Reads a provider's allocations, or takes them from ``prefetched`` when they were
+    read at the provider's generation now (each once)."""
+    ready = {
+        rp: got
+        for rp, got in prefetched.items()
+        if got.generation is not None and got.generation == generations.get(rp)
+    }
+
+    def read(rp: str) -> ProviderAllocations:
+        got = ready.pop(rp, None)
+        if got is None:
+            return _read(report, view, rp)
+        view.reads += 1  # read this cycle, while vouching for its generation
+        return got
+
+    return read
 
 
 def _read(report: ReportClient, view: AuditView, rp: str) -> ProviderAllocations:

@@ -45,6 +45,7 @@ from agent.tracker.node_view import NodeViews
 from agent.tracker.outcome import CycleOutcome, NodeOutcome
 from agent.tracker.sharing import SharingProviders
 from agent.tracker.targeted import EventBatch, TargetedOutcome, TargetedUpdates
+from agent.tracker.vouch import AllocationVouch
 from drivers.base import ComputeDriver
 from drivers.events import DriverEvent, InstanceDestroyed, InstanceSpawning
 from drivers.records import Instance
@@ -76,6 +77,7 @@ class ResourceTracker:
         self.report = report
         self.state = state
         self.clock = clock
+        report.mirror.vouched.refresh_after = conf.compute.resource_provider_association_refresh
         rules = AuditRules(
             remove_unknown_after=conf.compute.remove_unknown_allocations_after,
             build_grace=conf.instance_build_timeout,
@@ -155,7 +157,9 @@ class ResourceTracker:
 
     def _sync_node(self, nodename: str, startup: bool, node: NodeOutcome) -> None:
         # One tree read and one discovery, also for a start-up reshape.
-        look = self.views.look(nodename, startup=startup)
+        # A moved generation that the node's allocations explain keeps the details.
+        vouch = AllocationVouch(self.report, lambda: self.audit.record(nodename))
+        look = self.views.look(nodename, startup=startup, vouch=vouch)
         tree = look.tree
         node.retained = sorted(tree.data(u).name for u in look.keep)
         node.sync = self.report.update_from_provider_tree(tree)
@@ -172,6 +176,7 @@ class ResourceTracker:
             look.sharing,
             node.sync.new,
             tree=tree.get_provider_uuids(),
+            prefetched=vouch.read,
         )
         view.produces = look.produces
         listed = self.adapter.list_instances(nodename)

@@ -26,6 +26,7 @@ from agent.model import ownership
 from agent.model.allocations import ByProvider, ConsumerAllocations
 from agent.model.exceptions import ReshapeNeeded
 from agent.model.provider_tree import ProviderTree
+from agent.placement.details import Vouch
 from agent.placement.report import ReportClient
 from agent.shape.adapter import DriverAdapter
 from agent.shape.planning import cpu_memory_providers, plan_allocations, planned_classes
@@ -115,13 +116,22 @@ class NodeViews:
         self.retained: dict[str, set[str]] = {}
         self._asked: set[str] = set()
 
-    def look(self, nodename: str, *, startup: bool = False, retain: bool = True) -> NodeView:
+    def look(
+        self,
+        nodename: str,
+        *,
+        startup: bool = False,
+        retain: bool = True,
+        vouch: Vouch | None = None,
+    ) -> NodeView:
         """Read the node's tree once, discover it once, lay it out (module docstring).
 
         Args:
             startup: a needed reshape is performed (the service's first cycle).
             retain: keep gone hardware still in use (False for a claim,
                 which writes no tree).
+            vouch: asked about providers whose generation moved before their
+                details are read (:mod:`agent.tracker.vouch`).
 
         Raises:
             ReshapeNeeded: the tree must change shape outside start-up.
@@ -130,7 +140,7 @@ class NodeViews:
             PlacementError, PlacementUnavailable: a read failed.
         """
         self._hypervisor_name(nodename)
-        tree = self.report.get_provider_tree_and_ensure_root(nodename)
+        tree = self.report.get_provider_tree_and_ensure_root(nodename, vouch=vouch)
         before = tree.copy()
         reshaped = False
         with self.adapter.one_discovery(nodename):

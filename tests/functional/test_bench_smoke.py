@@ -55,6 +55,7 @@ def test_benchmark_runs(name):
         (writer,) = [line for line in done.stdout.splitlines() if "another writer's change" in line]
         used, target = writer.split(" requests (target <= ")
         assert int(used.split()[-1]) <= int(target.split(":")[0]), writer
+        assert "the trait seen" in writer, writer
 
 
 def test_many_nodes_runs_on_mariadb():

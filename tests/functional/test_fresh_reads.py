@@ -24,7 +24,7 @@ import pytest
 from agent.cli.main import main
 from agent.placement import endpoints
 from agent.placement.client import PlacementClient
-from agent.placement.mirror import READ_TRIES
+from agent.placement.details import READ_TRIES
 from agent.service.exit_codes import EXIT_DRIFT, EXIT_OK
 from drivers.records import Flavor, Instance
 from tests.helpers.names import unique

@@ -554,9 +554,9 @@ def test_a_start_up_reshape_discovers_the_host_once_and_reads_the_tree_once(
         discovered.append(nodename)
         return discover(nodename)
 
-    def counting_read(nodename: str):
+    def counting_read(nodename: str, **kw: Any):
         reads.append(nodename)
-        return read(nodename)
+        return read(nodename, **kw)
 
     def counting_get(template: str, **kw: Any):
         if template == "/resource_providers" and "in_tree" in (kw.get("params") or {}):
