@@ -25,7 +25,7 @@ from agent.model.allocations import ByProvider, ConsumerAllocations
 from agent.model.exceptions import ConfigError
 from agent.model.provider_tree import ProviderTree
 from agent.shape import update
-from agent.shape.layout import desired_providers
+from agent.shape.layout import ChildTraits, desired_providers
 from agent.shape.planning import plan_allocations
 from agent.shape.policy import LayoutPolicy, policy_from_conf
 from agent.shape.reshape import PlacedBy
@@ -80,6 +80,9 @@ class DriverAdapter:
         self._laid_out: dict[str, HostResources] = {}
         # Nodes inside one_discovery(): their records once read (None: not yet).
         self._held: dict[str, HostResources | None] = {}
+        # The traits laid out on each node's child providers (ChildTraits): the
+        # tracker loads and saves them in the state directory (NodeViews).
+        self.child_traits: dict[str, ChildTraits] = {}
 
     # -- the driver's facts, as asked ------------------------------------------------
 
@@ -148,6 +151,7 @@ class DriverAdapter:
             self.policy,
             allocations,
             lambda tree: self.expected_allocations(tree, nodename),
+            self.child_traits.setdefault(nodename, {}),
         )
 
     @contextlib.contextmanager

@@ -25,6 +25,7 @@ devices), :mod:`agent.shape.vgpu` (physical GPUs),
 from __future__ import annotations
 
 import logging
+from collections.abc import MutableMapping
 
 import os_traits
 
@@ -52,6 +53,10 @@ from agent.shape.provider_names import numa_provider_name
 from agent.shape.spec import ParentOf, ProviderSpec
 from agent.shape.vgpu import vgpu_specs
 from drivers.records import HostResources
+
+ChildTraits = MutableMapping[str, frozenset[str]]
+"""Provider UUID -> the traits the agent last laid out on that child provider (kept
+per node in the state directory by the tracker, so a restart remembers them)."""
 
 LOG = logging.getLogger(__name__)
 
@@ -131,7 +136,12 @@ def _rename_classes(specs: list[ProviderSpec], renames: dict[str, str]) -> None:
             spec.inventory[new] = spec.inventory.pop(old)
 
 
-def apply_layout(tree: ProviderTree, host: HostResources, policy: LayoutPolicy) -> None:
+def apply_layout(
+    tree: ProviderTree,
+    host: HostResources,
+    policy: LayoutPolicy,
+    laid_out: ChildTraits | None = None,
+) -> None:
     """Edit ``tree`` in place so the compute node ``host.nodename`` has the desired shape.
 
     The compute node must already be in the tree (its caller chose its UUID).
@@ -151,6 +161,11 @@ def apply_layout(tree: ProviderTree, host: HostResources, policy: LayoutPolicy) 
     are those on a child the agent did not lay out there (:func:`_traits`);
     aggregates are never touched. Provider config files' inventories and
     traits are laid out with the driver's (:mod:`agent.shape.provider_configs`).
+
+    Args:
+        laid_out: the traits the agent last laid out on each child provider of
+            this node (:data:`ChildTraits`), updated here; None: nothing is
+            remembered, so only managed families are the agent's.
 
     Raises:
         ProviderNotFound: the compute node is not in the tree.
@@ -175,7 +190,7 @@ def apply_layout(tree: ProviderTree, host: HostResources, policy: LayoutPolicy) 
             if not tree.exists(spec.name):
                 tree.new_child(spec.name, spec.parent, uuid=moved.get(spec.name))
         tree.update_inventory(spec.name, spec.inventory)
-        tree.update_traits(spec.name, _traits(tree, spec, owner))
+        tree.update_traits(spec.name, _traits(tree, spec, owner, laid_out))
 
 
 def _remove_unwanted(
@@ -204,25 +219,24 @@ def _remove_unwanted(
     return moved
 
 
-_laid_out: dict[str, frozenset[str]] = {}
-"""Provider UUID -> the traits this process last laid out on that child provider."""
-
-
-def _traits(tree: ProviderTree, spec: ProviderSpec, owner: str) -> set[str]:
+def _traits(
+    tree: ProviderTree, spec: ProviderSpec, owner: str, laid_out: ChildTraits | None
+) -> set[str]:
     """What ``spec``'s provider carries: its traits and the owner trait, and every trait
     the agent does not decide there; the compute node also ``COMPUTE_NODE``.
 
     On a child, a trait is the agent's when
-    :func:`agent.shape.node_traits.is_managed_child_trait` says so or when this
-    process laid it out there before (:data:`_laid_out`): the three-way merge
-    of what Placement holds against what the agent last wanted, so a trait an
-    operator set survives and one the agent set and no longer wants goes.
+    :func:`agent.shape.node_traits.is_managed_child_trait` says so or when the
+    agent laid it out there before (``laid_out``): the three-way merge of what
+    Placement holds against what the agent last wanted, so a trait an operator
+    set survives and one the agent set and no longer wants goes.
     """
     if spec.parent is not None:
         p = tree.data(spec.name)
-        before = _laid_out.get(p.uuid, frozenset())
+        before = laid_out.get(p.uuid, frozenset()) if laid_out is not None else frozenset()
         wanted = spec.traits | {owner}
-        _laid_out[p.uuid] = frozenset(wanted)
+        if laid_out is not None:
+            laid_out[p.uuid] = frozenset(wanted)
         kept = {
             t
             for t in p.traits

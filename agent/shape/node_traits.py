@@ -130,9 +130,9 @@ def is_managed_child_trait(trait: str, owner_trait: str, decides: frozenset[str]
     traits) are the agent's: removed when the layout no longer wants them,
     whoever put them there. Any other trait (``CUSTOM_GOLD_GPU``, set per GPU
     as nova's vGPU guide tells operators) is the agent's only when the agent
-    itself laid it out (:func:`agent.shape.layout.apply_layout` remembers
-    that); otherwise it is an operator's and kept (docs/tree-shape.md,
-    "Traits on child providers").
+    itself laid it out (:func:`agent.shape.layout.apply_layout` records that,
+    the tracker keeps the record in the state directory); otherwise it is an
+    operator's and kept (docs/tree-shape.md, "Traits on child providers").
     """
     if trait in (owner_trait, LEGACY_OWNER_TRAIT) or trait in decides:
         return True

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from agent.model.allocations import ConsumerAllocations
 from agent.model.exceptions import ReshapeNeeded
 from agent.model.provider_tree import ProviderTree
-from agent.shape.layout import apply_layout
+from agent.shape.layout import ChildTraits, apply_layout
 from agent.shape.policy import LayoutPolicy
 from agent.shape.reshape import (
     Allocations,
@@ -31,6 +31,7 @@ def update_provider_tree(
     policy: LayoutPolicy,
     allocations: Allocations | None,
     expected: Callable[[ProviderTree], Mapping[str, ConsumerAllocations]],
+    laid_out: ChildTraits | None = None,
 ) -> PlacedBy:
     """The spec's ``update_provider_tree`` on discovered records: lay out, detect, move.
 
@@ -50,6 +51,8 @@ def update_provider_tree(
             consumer's ``GET /allocations/{uuid}`` body, edited in place.
         expected: the driver's expected allocations on the laid-out tree
             (called only when allocations move).
+        laid_out: the traits the agent last laid out on the node's child
+            providers (:data:`agent.shape.layout.ChildTraits`), updated.
 
     Returns:
         How each moved consumer was placed; empty when nothing moved.
@@ -60,7 +63,7 @@ def update_provider_tree(
         ConfigError: the configuration does not fit the host.
     """
     held = tree.copy()
-    apply_layout(tree, host, policy)
+    apply_layout(tree, host, policy, laid_out)
     moves = find_moves(held, tree, nodename, dict(policy.resource_class_renames))
     if not moves:
         return {}

@@ -36,6 +36,11 @@ CONSUMERS_DIR = "consumers"
 CONSUMERS_COPY_DIR = "consumers.bak"
 """The same, written after it: read when ``consumers/NODE.json`` is lost or unreadable."""
 
+CHILD_TRAITS_DIR = "child_traits"
+"""``NODE.json``: ``{provider UUID: [trait, ...]}``, the traits the agent last laid out on
+each child provider (:data:`agent.shape.layout.ChildTraits`): so one it no longer lays
+out is removed after a restart too, while an operator's stays."""
+
 COPIES: dict[str, tuple[str, ...]] = {CONSUMERS_DIR: (CONSUMERS_COPY_DIR,)}
 """Directories written after a kind's own, in this order."""
 

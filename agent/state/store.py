@@ -40,6 +40,7 @@ from typing import Any
 from agent.model.exceptions import ConfigError
 from agent.state import layout
 from agent.state.layout import (
+    CHILD_TRAITS_DIR,
     CONSUMERS_COPY_DIR,
     CONSUMERS_DIR,
     PLACEMENT_SEEN_DIR,
@@ -214,7 +215,7 @@ class StateStore:
             doc = self._read(node_file(directory, nodename))
             if isinstance(doc, shape):
                 return doc
-        for name in layout.OLD_FILES[directories[0]]:
+        for name in layout.OLD_FILES.get(directories[0], ()):
             doc = self._read(name)
             if isinstance(doc, dict) and isinstance(doc.get(nodename), shape):
                 return doc[nodename]
@@ -316,6 +317,27 @@ class StateStore:
         A failure to write is logged and kept in :attr:`save_error`.
         """
         self._set_record(nodename, records, PLACEMENT_SEEN_DIR)
+
+    def child_traits(self, nodename: str) -> dict[str, list[str]]:
+        """The traits the agent last laid out on each child provider of ``nodename``.
+
+        Returns:
+            ``{provider UUID: [trait, ...]}``; empty when none are recorded
+            (entries not shaped so are dropped).
+        """
+        doc = self._node_record(nodename, dict, CHILD_TRAITS_DIR) or {}
+        return {
+            str(uuid): [str(t) for t in traits]
+            for uuid, traits in doc.items()
+            if isinstance(traits, list)
+        }
+
+    def set_child_traits(self, nodename: str, record: dict[str, list[str]]) -> None:
+        """Record the traits laid out on ``nodename``'s child providers.
+
+        A failure to write is logged and kept in :attr:`save_error`.
+        """
+        self._set_record(nodename, record, CHILD_TRAITS_DIR)
 
     def consumers(self, nodename: str) -> dict[str, Any] | None:
         """The allocation audit's record of ``nodename``, or None.

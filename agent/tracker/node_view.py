@@ -115,6 +115,8 @@ class NodeViews:
         # instance updates leave their allocations as held, as the audit does).
         self.retained: dict[str, set[str]] = {}
         self._asked: set[str] = set()
+        # nodename -> the child traits as last stored (loaded on the node's first look).
+        self._stored_traits: dict[str, dict[str, list[str]]] = {}
 
     def look(
         self,
@@ -140,6 +142,7 @@ class NodeViews:
             PlacementError, PlacementUnavailable: a read failed.
         """
         self._hypervisor_name(nodename)
+        self._load_child_traits(nodename)
         tree = self.report.get_provider_tree_and_ensure_root(nodename, vouch=vouch)
         before = tree.copy()
         reshaped = False
@@ -158,11 +161,34 @@ class NodeViews:
                 reshaped = outcome.reshaped
                 if reshaped:
                     before = tree.copy()  # what Placement holds now: the tree just written
+        self._save_child_traits(nodename, tree)
         keep: set[str] = set()
         if retain:
             keep = retain_gone_hardware(self.report, self.owner_trait, nodename, before, tree)
             self.retained[nodename] = keep
         return self._view(nodename, tree, before, keep, reshaped)
+
+    def _load_child_traits(self, nodename: str) -> None:
+        """Give the adapter the child traits the state directory recorded, once per node."""
+        if nodename in self._stored_traits:
+            return
+        stored = self.report.state.child_traits(nodename)
+        self._stored_traits[nodename] = stored
+        memory = self.adapter.child_traits.setdefault(nodename, {})
+        for uuid, traits in stored.items():
+            memory.setdefault(uuid, frozenset(traits))
+
+    def _save_child_traits(self, nodename: str, tree: ProviderTree) -> None:
+        """Record the child traits the layout just laid out, when they changed (before the
+        flush writes them: a trait recorded but not written is only removed sooner);
+        providers no longer in the tree are forgotten."""
+        memory = self.adapter.child_traits.setdefault(nodename, {})
+        for uuid in set(memory) - set(tree.get_provider_uuids()):
+            del memory[uuid]
+        now = {uuid: sorted(traits) for uuid, traits in sorted(memory.items())}
+        if now != self._stored_traits.get(nodename):
+            self.report.state.set_child_traits(nodename, now)
+            self._stored_traits[nodename] = now
 
     def _hypervisor_name(self, nodename: str) -> None:
         """Tell the mirror the hypervisor's name for a single-node host, once (a takeover

@@ -175,9 +175,8 @@ def _put_trait(base: str, provider: str, trait: str) -> None:
     assert resp.ok, resp.text
 
 
-def _restart(s: Setup, tmp_path: Path, monkeypatch, **groups: dict[str, object]) -> None:
-    """A new agent process on the same state directory: it remembers nothing it laid out."""
-    monkeypatch.setattr("agent.shape.layout._laid_out", {})
+def _restart(s: Setup, tmp_path: Path, **groups: dict[str, object]) -> None:
+    """A new agent (driver, adapter, tracker) on the same state directory."""
     s.conf = make_conf(tmp_path, numa={"model_in_placement": True}, **groups)
     s.driver = FakeDriver(s.conf, s.host_path)
     s.state = StateStore(tmp_path / "state")
@@ -185,9 +184,7 @@ def _restart(s: Setup, tmp_path: Path, monkeypatch, **groups: dict[str, object])
     s.tracker = ResourceTracker(s.conf, s.driver, s.report, s.state, clock=lambda: s.now)
 
 
-def test_operator_trait_on_a_gpu_survives_cycles_restarts_and_a_type_change(
-    tmp_path, embedded, monkeypatch
-):
+def test_operator_trait_on_a_gpu_survives_cycles_restarts_and_a_type_change(tmp_path, embedded):
     """nova's vGPU guide: a custom trait per physical GPU provider, required by a flavor.
     The mdev type trait the agent laid out goes when the GPU's type changes."""
     s = Setup(tmp_path, embedded)
@@ -197,7 +194,7 @@ def test_operator_trait_on_a_gpu_survives_cycles_restarts_and_a_type_change(
     for _ in range(2):
         assert s.cycle().ok
 
-    _restart(s, tmp_path, monkeypatch, devices={"enabled_mdev_types": ["nvidia-36", "nvidia-35"]})
+    _restart(s, tmp_path, devices={"enabled_mdev_types": ["nvidia-36", "nvidia-35"]})
     assert s.cycle(startup=True).ok
     assert s.cycle().ok
     traits = set(http_get(s.base, f"/resource_providers/{gpu}/traits")["traits"])
@@ -216,6 +213,52 @@ def _vgpu(*traits: str) -> Flavor:
     return Flavor(
         2, 2048, 10, (("resources:VGPU", "1"), *((f"trait:{t}", "required") for t in traits))
     )
+
+
+GPUS: dict[str, object] = {"enabled_mdev_types": ["nvidia-35", "nvidia-36"]}
+GPU_TIER_YAML = """\
+meta:
+  schema_version: '1.0'
+providers:
+  - identification:
+      name: {name}
+    traits:
+      additional: [{traits}]
+"""
+
+
+@pytest.mark.parametrize("remembered", [True, False])
+def test_a_child_trait_the_agent_no_longer_lays_out_goes_after_a_restart(
+    tmp_path, embedded, remembered
+):
+    """A provider config file's trait on a GPU, dropped from the file while the agent was
+    stopped, is removed by the restarted agent: it remembers, in the state directory, what
+    it laid out there. The operator's own trait on the GPU stays either way; without the
+    record (``remembered=False``) the agent cannot tell the dropped trait from an
+    operator's, and leaves it."""
+    configs = tmp_path / "provider_config"
+    configs.mkdir()
+    tier = configs / "gpu.yaml"
+    s = Setup(tmp_path, embedded)  # the node's name, for the file the agent starts with
+    gpu_name = f"{s.nodename}_pci_0000_af_00_0"
+    tier.write_text(GPU_TIER_YAML.format(name=gpu_name, traits="CUSTOM_GPU_TIER_GOLD"))
+    _restart(s, tmp_path, compute={"provider_config_location": str(configs)}, devices=GPUS)
+    assert s.cycle(startup=True).ok
+    gpu = s.uuid(gpu_name)
+    _put_trait(s.base, gpu, "CUSTOM_GPU_RACK_7")
+    assert s.cycle().ok
+    traits = set(http_get(s.base, f"/resource_providers/{gpu}/traits")["traits"])
+    assert {"CUSTOM_GPU_TIER_GOLD", "CUSTOM_GPU_RACK_7"} <= traits
+
+    tier.write_text(GPU_TIER_YAML.format(name=gpu_name, traits=""))
+    if not remembered:
+        for stored in (tmp_path / "state" / "child_traits").iterdir():
+            stored.unlink()
+    _restart(s, tmp_path, compute={"provider_config_location": str(configs)}, devices=GPUS)
+    assert s.cycle(startup=True).ok
+    traits = set(http_get(s.base, f"/resource_providers/{gpu}/traits")["traits"])
+    assert "CUSTOM_GPU_RACK_7" in traits
+    assert ("CUSTOM_GPU_TIER_GOLD" in traits) is not remembered
 
 
 def test_a_reload_with_a_bad_file_keeps_the_running_configuration(tmp_path, served):

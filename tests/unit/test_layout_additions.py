@@ -34,17 +34,21 @@ POLICY = LayoutPolicy(enabled_mdev_types=("nvidia-35",))
 LICENSE = Inventory(total=8, resource_class="CUSTOM_LICENSE_WINDOWS")
 
 
+MEMORY: dict[str, frozenset[str]] = {}
+"""The child traits laid out (ChildTraits), as the tracker keeps them for a node."""
+
+
 @pytest.fixture(autouse=True)
-def _fresh_memory(monkeypatch):
-    """Each test a new process: children's UUIDs derive from ROOT, shared by other tests."""
-    monkeypatch.setattr("agent.shape.layout._laid_out", {})
+def _fresh_memory():
+    """Each test an agent with no record: children's UUIDs derive from ROOT."""
+    MEMORY.clear()
 
 
 def build(policy: LayoutPolicy = POLICY, tree: ProviderTree | None = None, h=HOST):
     tree = tree or ProviderTree()
     if not tree.exists("cn"):
         tree.new_root("cn", ROOT)
-    apply_layout(tree, h, policy)
+    apply_layout(tree, h, policy, MEMORY)
     return tree
 
 
@@ -117,30 +121,30 @@ def test_provider_named_twice_is_refused():
         build(replace(POLICY, provider_configs=configs), t)
 
 
-def test_operator_trait_on_a_child_is_kept_across_cycles_and_processes(monkeypatch):
+def test_operator_trait_on_a_child_is_kept_across_cycles_and_processes():
     t = build()
     t.add_traits(GPU, "CUSTOM_GOLD_GPU")
     build(tree=t)
     build(tree=t)
     assert "CUSTOM_GOLD_GPU" in t.data(GPU).traits
-    # A new process remembers nothing it laid out: the trait is still the operator's.
-    monkeypatch.setattr("agent.shape.layout._laid_out", {})
+    # An agent with no record of what it laid out: the trait is still the operator's.
+    MEMORY.clear()
     build(tree=t)
     assert t.data(GPU).traits == {"CUSTOM_GOLD_GPU", "CUSTOM_NVIDIA_35", OWNER_TRAIT}
 
 
 @pytest.mark.parametrize("restart", [False, True])
-def test_mdev_type_trait_goes_when_the_type_changes(monkeypatch, restart):
+def test_mdev_type_trait_goes_when_the_type_changes(restart):
     t = build()
     t.add_traits(GPU, "CUSTOM_GOLD_GPU")
     if restart:
-        monkeypatch.setattr("agent.shape.layout._laid_out", {})
+        MEMORY.clear()
     build(replace(POLICY, enabled_mdev_types=("nvidia-36",)), t)
     assert t.data(GPU).traits == {"CUSTOM_GOLD_GPU", "CUSTOM_NVIDIA_36", OWNER_TRAIT}
 
 
 def test_a_device_spec_trait_the_agent_laid_out_goes_when_no_longer_configured():
-    """A custom trait is the agent's when this process laid it out there (_laid_out)."""
+    """A custom trait is the agent's when it laid it out there (the ChildTraits record)."""
     dev = PciDevice("0000:86:00.0", "10de", "1db4", traits=frozenset({"gold"}))
     h = replace(HOST, gpus=(), pci_devices=(dev,))
     t = build(h=h)
