@@ -1,0 +1,182 @@
+"""New consumers of many nodes written together (issue 28): 100 per ``POST /allocations``.
+
+Against the session's in-process Placement, with the fake driver's flat
+nodes of one instance each (tests/helpers/hosts.py ``flat_nodes_file``): a
+start-up of 150 new nodes costs 4 requests a node and 2 ``POST
+/allocations`` in all; a batch Placement refuses (409: one instance's
+consumer already holds a network agent's bandwidth) is written one by one,
+each consumer in its own node's audit, keeping the other writer's part; a
+batch that fails (a 500, which Placement cannot be made to answer on
+demand: injected at the client's send, the only stand-in) fails the nodes
+it carried, after their records were saved with their instances
+(write-ahead), and no other node.
+"""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.placement.errors import parse_error
+from agent.placement.report import ReportClient
+from agent.state.store import StateStore
+from agent.tracker.cycle import ResourceTracker
+from drivers.fake import FakeDriver
+from tests.helpers.conf import make_conf
+from tests.helpers.hosts import flat_nodes_file
+from tests.helpers.names import unique
+from tests.helpers.placement_http import call, held_by_name, put_allocations
+
+POST = ("POST", "/allocations")
+
+
+def agent(tmp_path: Path, placement: Any, nodes: int, in_flight: int = 1) -> ResourceTracker:
+    """An agent of ``nodes`` flat nodes, one instance each, ``in_flight`` requests at once."""
+    conf = make_conf(tmp_path, DEFAULT={"reserved_host_memory_mb": 0})
+    driver = FakeDriver(conf, flat_nodes_file(tmp_path / "nodes.yaml", unique("bulk"), nodes))
+    state = StateStore(tmp_path / "state")
+    report = ReportClient(
+        placement.client(), state, sleep=lambda _s: None, max_concurrent_requests=in_flight
+    )
+    return ResourceTracker(conf, driver, report, state)
+
+
+def instances(tracker: ResourceTracker) -> dict[str, str]:
+    """``{nodename: its one instance}``."""
+    names = tracker.driver.get_nodenames()
+    return {n: tracker.driver.list_instances(n)[0].uuid for n in names}
+
+
+def posted_bodies(tracker: ResourceTracker, fail_first: Callable[[], None] | None = None) -> list:
+    """The consumers of each ``POST /allocations`` sent (a list per request).
+
+    With ``fail_first``, the first one is not sent: ``fail_first()`` runs,
+    then it is answered 500 (Placement cannot be made to give one on demand).
+    """
+    client = tracker.report.client
+    real = client._send
+    bodies: list[list[str]] = []
+
+    def send(method: str, template: str, path: str, json: Any, *args: Any, **kw: Any) -> Any:
+        if (method, template) == POST:
+            bodies.append(sorted(json))
+            if fail_first is not None and len(bodies) == 1:
+                fail_first()
+                error = {"errors": [{"status": 500, "title": "Internal Server Error"}]}
+                raise parse_error(500, error, method, path)
+        return real(method, template, path, json, *args, **kw)
+
+    client._send = send  # type: ignore[method-assign]
+    return bodies
+
+
+def close(tracker: ResourceTracker) -> None:
+    tracker.report.pool.close()
+    tracker.nodes.close()
+
+
+@pytest.mark.parametrize(
+    "placement,in_flight",
+    [("embedded", 1), ("served_mariadb", 4)],
+    ids=["one-at-a-time", "4-in-flight-mariadb"],
+)
+def test_new_nodes_instances_go_100_per_request_across_nodes(
+    tmp_path, request, placement, in_flight
+):
+    """At 4 in flight the batches are sent by the node threads as they fill (the
+    in-process Placement's SQLite takes one writer at a time: MariaDB there)."""
+    nodes = 150
+    placement = request.getfixturevalue(placement)
+    tracker = agent(tmp_path, placement, nodes, in_flight)
+    bodies = posted_bodies(tracker)
+    outcome = tracker.update_available_resource(True)
+    assert outcome.ok, outcome.summary()
+    # look-up, create, inventories, traits per node; 2 POST /allocations in all; the
+    # root document once
+    assert outcome.requests == 4 * nodes + 2 + 1
+    assert sorted(len(b) for b in bodies) == [50, 100]
+    by_node = instances(tracker)
+    assert sorted(c for b in bodies for c in b) == sorted(by_node.values())
+    for node in outcome.nodes:
+        assert node.allocations_written == [by_node[node.nodename]], node.nodename
+    for consumer in list(by_node.values())[::37]:
+        assert list(held_by_name(placement.url, consumer).values()) == [
+            {"VCPU": 16, "MEMORY_MB": 65536, "DISK_GB": 500}
+        ]
+    # each node counted its part of each request: the next listing proves them all,
+    # so the next cycle is the unchanged one (the listing and the compute node's
+    # allocations per node), and writes nothing
+    again = tracker.update_available_resource(False)
+    assert again.ok and again.requests == 2 * nodes
+    assert len(bodies) == 2
+    close(tracker)
+
+
+def test_a_refused_batch_is_written_one_by_one_each_in_its_own_node(tmp_path, embedded):
+    tracker = agent(tmp_path, embedded, 3)
+    by_node = instances(tracker)
+    first, known = next(iter(by_node.items()))
+    # Another writer (a network agent) already gave the first node's instance
+    # bandwidth: Placement knows its consumer and refuses the batch (409).
+    net = str(uuidlib.uuid4())
+    call(embedded.url, "POST", "/resource_providers", {"name": unique("net"), "uuid": net})
+    call(
+        embedded.url,
+        "PUT",
+        f"/resource_providers/{net}/inventories",
+        {
+            "resource_provider_generation": 0,
+            "inventories": {"NET_BW_EGR_KILOBIT_PER_SEC": {"total": 10000}},
+        },
+    )
+    put_allocations(embedded.url, known, {net: {"NET_BW_EGR_KILOBIT_PER_SEC": 1000}})
+    bodies = posted_bodies(tracker)
+    outcome = tracker.update_available_resource(True)
+    assert outcome.ok, outcome.summary()
+    assert bodies == [sorted(by_node.values())]  # one request for the three nodes, refused
+    counts = tracker.report.client.counts
+    assert counts[("PUT", "/allocations/{consumer}")] == 3  # then each alone
+    for node in outcome.nodes:  # each consumer in its own node's audit
+        assert node.allocations_written == [by_node[node.nodename]]
+    held = held_by_name(embedded.url, known)
+    assert held[first] == {"VCPU": 16, "MEMORY_MB": 65536, "DISK_GB": 500}
+    assert list(held.values()).count({"NET_BW_EGR_KILOBIT_PER_SEC": 1000}) == 1  # kept
+    assert tracker.update_available_resource(False).ok
+    close(tracker)
+
+
+def test_a_failed_batch_fails_only_its_nodes_whose_records_were_saved_first(tmp_path, embedded):
+    nodes = 130
+    tracker = agent(tmp_path, embedded, nodes)
+    by_node = instances(tracker)
+    state = StateStore(tmp_path / "state")
+    saved: dict[str, set[str]] = {}
+
+    def snapshot() -> None:  # what a crash at this request would leave
+        saved.update({n: set((state.consumers(n) or {}).get("instances", [])) for n in by_node})
+
+    bodies = posted_bodies(tracker, fail_first=snapshot)
+    outcome = tracker.update_available_resource(True)
+    assert [len(b) for b in bodies] == [100, 30]
+    failed = set(bodies[0])
+    assert sum(1 for n in outcome.nodes if not n.ok) == 100
+    for node in outcome.nodes:
+        consumer = by_node[node.nodename]
+        if consumer in failed:
+            assert not node.ok and "500" in node.error, node.nodename
+            assert consumer in saved[node.nodename]  # recorded before the request
+            assert held_by_name(embedded.url, consumer) == {}
+        else:
+            assert node.ok and node.allocations_written == [consumer], node.nodename
+            assert held_by_name(embedded.url, consumer)
+    # the next cycle writes the 100 left, in one request, and fails nothing
+    again = tracker.update_available_resource(False)
+    assert again.ok, again.summary()
+    assert sorted(bodies[2]) == sorted(failed) and len(bodies) == 3
+    # then unchanged: 2 requests a node
+    assert tracker.update_available_resource(False).requests == 2 * nodes
+    close(tracker)
