@@ -27,7 +27,7 @@ from agent.state.store import StateStore
 from agent.tracker.cycle import ResourceTracker
 from drivers.fake import FakeDriver
 from tests.helpers.conf import make_conf
-from tests.helpers.hosts import flat_nodes_file
+from tests.helpers.hosts import HostDescription, flat_nodes_file
 from tests.helpers.names import unique
 from tests.helpers.placement_http import call, held_by_name, put_allocations
 
@@ -51,11 +51,13 @@ def instances(tracker: ResourceTracker) -> dict[str, str]:
     return {n: tracker.driver.list_instances(n)[0].uuid for n in names}
 
 
-def posted_bodies(tracker: ResourceTracker, fail_first: Callable[[], None] | None = None) -> list:
+def posted_bodies(
+    tracker: ResourceTracker, fail_first: Callable[[], None] | None = None, fail: int = 1
+) -> list:
     """The consumers of each ``POST /allocations`` sent (a list per request).
 
-    With ``fail_first``, the first one is not sent: ``fail_first()`` runs,
-    then it is answered 500 (Placement cannot be made to give one on demand).
+    With ``fail_first``, the ``fail``-th one is not sent: ``fail_first()``
+    runs, then it is answered 500 (Placement cannot be made to give one on demand).
     """
     client = tracker.report.client
     real = client._send
@@ -64,7 +66,7 @@ def posted_bodies(tracker: ResourceTracker, fail_first: Callable[[], None] | Non
     def send(method: str, template: str, path: str, json: Any, *args: Any, **kw: Any) -> Any:
         if (method, template) == POST:
             bodies.append(sorted(json))
-            if fail_first is not None and len(bodies) == 1:
+            if fail_first is not None and len(bodies) == fail:
                 fail_first()
                 error = {"errors": [{"status": 500, "title": "Internal Server Error"}]}
                 raise parse_error(500, error, method, path)
@@ -179,4 +181,40 @@ def test_a_failed_batch_fails_only_its_nodes_whose_records_were_saved_first(tmp_
     assert sorted(bodies[2]) == sorted(failed) and len(bodies) == 3
     # then unchanged: 2 requests a node
     assert tracker.update_available_resource(False).requests == 2 * nodes
+    close(tracker)
+
+
+def test_a_node_in_a_written_and_a_failed_batch_records_the_written(tmp_path, embedded):
+    """Two nodes of 60 small instances: the first request carries the first node's
+    60 and 40 of the second's, the second request the second's last 20, and fails."""
+    tracker = agent(tmp_path, embedded, 2)
+    path = tmp_path / "nodes.yaml"
+    host = HostDescription.load(path)
+    for node in host.nodes:
+        flavor = {"vcpus": 1, "memory_mb": 512, "root_gb": 1}
+        node["instances"] = [
+            {"uuid": str(uuidlib.uuid4()), "project_id": "p", "user_id": "u", "flavor": flavor}
+            for _ in range(60)
+        ]
+    host.write(path)
+    tracker.driver.reload()
+    first, second = tracker.driver.get_nodenames()
+    bodies = posted_bodies(tracker, fail_first=lambda: None, fail=2)
+    outcome = tracker.update_available_resource(True)
+    assert [len(b) for b in bodies] == [100, 20]
+    a, b = outcome.nodes
+    assert a.ok and len(a.allocations_written) == 60
+    assert not b.ok and "500" in b.error
+    written = set(bodies[0]) - {i.uuid for i in tracker.driver.list_instances(first)}
+    assert len(written) == 40
+    # the second node's record says which of its instances the agent wrote: those
+    # of the request answered, which Placement holds; not the 20 of the failed one
+    record = StateStore(tmp_path / "state").consumers(second)
+    assert written <= set(record["wrote"]) and not set(bodies[1]) & set(record["wrote"])
+    assert all(held_by_name(embedded.url, c) for c in sorted(written)[:5])
+    assert held_by_name(embedded.url, bodies[1][0]) == {}
+    again = tracker.update_available_resource(False)
+    assert again.ok, again.summary()
+    assert bodies[2] == bodies[1]  # the 20 left, in one request
+    assert tracker.update_available_resource(False).requests == 2 * 2
     close(tracker)
