@@ -21,8 +21,9 @@ What each node keeps, as when it wrote alone:
   names a provider that is gone) is written one by one, each consumer in
   its own node's audit (``settle_one``, which merges and fails only the
   consumer at fault). A consumer gathered twice in one cycle (listed on two
-  nodes) is not put in a batch again: its second node reads and writes it
-  alone, as the 409 of its own batch made it do before.
+  nodes) is not put in a batch again: once the request carrying it for the
+  first node is answered, its second node reads and writes it alone, as the
+  409 of its own batch made it do when each node wrote alone.
 - *a failed batch* (Placement unreachable, a 5xx) fails the nodes with
   consumers in it that were not written (the node's outcome carries the
   error, as when the audit raised); nodes whose batches were written are not
@@ -103,6 +104,8 @@ class NewAllocations:
         self._guard = threading.Lock()
         self._queue: list[tuple[Pending, str]] = []
         self._seen: set[str] = set()
+        self._open: set[str] = set()  # gathered, not answered yet
+        self._twins: dict[str, list[Pending]] = {}  # nodes waiting for that answer
         self._ready: list[Pending] = []
 
     def add(self, pending: Pending) -> None:
@@ -111,13 +114,18 @@ class NewAllocations:
         A node with nothing to write is ready at once (:meth:`drain`).
         """
         with self._guard:
-            again = sorted(c for c in pending.new if c in self._seen)
             fresh = sorted(c for c in pending.new if c not in self._seen)
             self._seen.update(fresh)
-            pending.bulk.refused.extend(again)  # read and written alone (module docstring)
-            pending.waiting = len(fresh)
+            self._open.update(fresh)
             self._queue.extend((pending, c) for c in fresh)
-            if not fresh:
+            pending.waiting = len(fresh)
+            for consumer in sorted(set(pending.new) - set(fresh)):  # module docstring
+                if consumer in self._open:
+                    self._twins.setdefault(consumer, []).append(pending)
+                    pending.waiting += 1
+                else:
+                    pending.bulk.refused.append(consumer)
+            if not pending.waiting:
                 self._ready.append(pending)
             batches = self._cut(partial=False)
         for batch in batches:
@@ -175,6 +183,15 @@ class NewAllocations:
                     pending.bulk.written.append(consumers)
                 else:
                     pending.bulk.refused.extend(consumers)
-                pending.waiting -= len(consumers)
-                if pending.waiting == 0:
-                    self._ready.append(pending)
+                self._answered(pending, consumers)
+            for _pending, consumer in batch:
+                self._open.discard(consumer)
+                for twin in self._twins.pop(consumer, []):
+                    twin.bulk.refused.append(consumer)
+                    self._answered(twin, [consumer])
+
+    def _answered(self, pending: Pending, consumers: list[str]) -> None:
+        """``consumers`` of ``pending`` are answered; it is ready when none is left (guarded)."""
+        pending.waiting -= len(consumers)
+        if pending.waiting == 0:
+            self._ready.append(pending)

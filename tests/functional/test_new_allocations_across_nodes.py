@@ -218,3 +218,31 @@ def test_a_node_in_a_written_and_a_failed_batch_records_the_written(tmp_path, em
     assert bodies[2] == bodies[1]  # the 20 left, in one request
     assert tracker.update_available_resource(False).requests == 2 * 2
     close(tracker)
+
+
+def test_an_instance_listed_on_two_nodes_is_batched_once_then_read_by_the_second(
+    tmp_path, embedded
+):
+    """A driver that lists one instance on two nodes (a listing in the middle of a
+    rebalance): it goes in the batch for the first node only; the second reads it
+    once that request is answered, finds it held on the first node, and writes
+    nothing (*moving*), as when each node wrote alone (its own batch's 409)."""
+    tracker = agent(tmp_path, embedded, 3)
+    path = tmp_path / "nodes.yaml"
+    host = HostDescription.load(path)
+    first, second, _third = host.nodes
+    second["instances"] = [dict(first["instances"][0])]
+    host.write(path)
+    tracker.driver.reload()
+    names = tracker.driver.get_nodenames()
+    twin = first["instances"][0]["uuid"]
+    assert [i.uuid for i in tracker.driver.list_instances(names[1])] == [twin]
+    bodies = posted_bodies(tracker)
+    outcome = tracker.update_available_resource(True)
+    assert outcome.ok, outcome.summary()
+    assert len(bodies) == 1 and bodies[0].count(twin) == 1 and len(bodies[0]) == 2
+    assert outcome.nodes[0].allocations_written == [twin]
+    assert outcome.nodes[1].allocations_written == [] and outcome.nodes[1].moving == [twin]
+    assert list(held_by_name(embedded.url, twin)) == [names[0]]
+    assert tracker.report.client.counts[("PUT", "/allocations/{consumer}")] == 0
+    close(tracker)
