@@ -165,12 +165,11 @@ class ResourceTracker:
         lock.acquire()
         try:
             draft = self._sync_node(nodename, startup, node)
-        except (ReshapeNeeded, ReshapeFailed):
+        except BaseException as exc:
             lock.release()
-            raise
-        except Exception as exc:  # one node's failure must not stop the others
-            lock.release()
-            _failed(node, exc)
+            if isinstance(exc, (ReshapeNeeded, ReshapeFailed)) or not isinstance(exc, Exception):
+                raise
+            _failed(node, exc)  # one node's failure must not stop the others
             return node
         gather.add(
             Pending(nodename, draft.new, lambda bulk: self._finish_node(node, draft, bulk, lock))
