@@ -92,19 +92,34 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers (mariadb)")
     parser.add_argument("--in-flight", type=int, default=4, help="nodes/requests at once (mariadb)")
     args = parser.parse_args()
-    for nodes in args.nodes:
-        one_size(args, nodes)
+    with contextlib.ExitStack() as stack:
+        shared = None
+        if args.placement == "embedded":
+            # One process serves one SQLite database: the sizes share it, each
+            # with nodes of its own names.
+            root = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            shared = stack.enter_context(EmbeddedPlacement(root / "p"))
+        for index, nodes in enumerate(args.nodes):
+            one_size(args, nodes, f"bm{index}", shared)
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 
-def one_size(args: argparse.Namespace, nodes: int) -> None:
-    """The cycles of one agent of ``nodes`` nodes, on a Placement of its own."""
+def one_size(
+    args: argparse.Namespace, nodes: int, prefix: str, shared: EmbeddedPlacement | None
+) -> None:
+    """The cycles of one agent of ``nodes`` nodes named ``prefix-NNNNN``, on a Placement
+    of its own (served), or the process's in-process one (``shared``)."""
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
-        with placement(args.placement, tmp, args.workers) as (client, served):
+        where = (
+            contextlib.nullcontext((shared.client(), None))
+            if shared is not None
+            else placement(args.placement, tmp, args.workers)
+        )
+        with where as (client, served):
             defaults = {"state_path": str(tmp / "state"), "reserved_host_memory_mb": 0}
             conf = config.load([], {"DEFAULT": defaults})
-            driver = FakeDriver(conf, flat_nodes_file(tmp / "hosts.yaml", "bm", nodes))
+            driver = FakeDriver(conf, flat_nodes_file(tmp / "hosts.yaml", prefix, nodes))
             state = StateStore(tmp / "state")
             in_flight = args.in_flight if served is not None else 1
             report = ReportClient(client, state, max_concurrent_requests=in_flight)

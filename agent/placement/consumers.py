@@ -238,14 +238,38 @@ class Consumers:
         items = sorted(wanted.items())
         for start in range(0, len(items), BULK_BATCH):
             batch = dict(items[start : start + BULK_BATCH])
-            body = {c: replace(a, generation=None).to_placement() for c, a in batch.items()}
-            try:
-                endpoints.post_allocations(self.client, body)
-            except PlacementError as exc:
-                if not 400 <= exc.status < 500:
-                    raise
-                LOG.info("%d consumers not written together (%s); one by one", len(batch), exc)
+            if self.post_new(batch):
+                written.append(list(batch))
+            else:
                 refused.extend(batch)
-                continue
-            written.append(list(batch))
         return written, refused
+
+    def post_new(self, batch: Mapping[str, ConsumerAllocations]) -> bool:
+        """One ``POST /allocations`` of consumers believed new (null consumer generations).
+
+        The one request of :meth:`write_new`, for callers that gather a batch
+        themselves (the cycle's consumers of many nodes,
+        :mod:`agent.tracker.new_allocations`).
+
+        Args:
+            batch: ``{consumer: its allocations}`` (owner and type set);
+                at most :data:`BULK_BATCH` by convention, not enforced.
+
+        Returns:
+            True when written, False when Placement refused it with a 4xx
+            (nothing written: one consumer exists, does not fit, names a
+            provider that is gone; the caller writes them one by one).
+
+        Raises:
+            PlacementUnavailable: Placement cannot be reached.
+            PlacementError: a refusal other than a 4xx.
+        """
+        body = {c: replace(a, generation=None).to_placement() for c, a in batch.items()}
+        try:
+            endpoints.post_allocations(self.client, body)
+        except PlacementError as exc:
+            if not 400 <= exc.status < 500:
+                raise
+            LOG.info("%d consumers not written together (%s); one by one", len(batch), exc)
+            return False
+        return True

@@ -254,6 +254,16 @@ class ReportClient:
         (:meth:`Consumers.write_new`; the refused are left to :meth:`edit_allocations`)."""
         return self.consumers.write_new(wanted)
 
+    def post_new_allocations(self, batch: Mapping[str, ConsumerAllocations]) -> bool:
+        """One ``POST /allocations`` of consumers believed new: True when written, False
+        when refused with a 4xx (:meth:`Consumers.post_new`; for batches gathered across nodes).
+
+        Raises:
+            PlacementUnavailable: Placement cannot be reached.
+            PlacementError: a refusal other than a 4xx.
+        """
+        return self.consumers.post_new(batch)
+
     def delete_allocations(self, consumer: str) -> bool:
         """Remove every allocation of ``consumer``; a consumer Placement does not know is fine.
 

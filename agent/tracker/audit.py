@@ -24,7 +24,12 @@ audit"); the rules:
   migration record (:func:`agent.tracker.evidence.keep_unknown`).
 
 The record is saved before the first write (write-ahead) and after every
-batch of writes, so a failure at any instant leaks nothing. A write refused
+batch of writes, so a failure at any instant leaks nothing. The audit is in
+two halves, :meth:`AllocationAudit.begin` (record, save, decide) and
+:meth:`AllocationAudit.finish` (apply what the writes in bulk did, then the
+other rules in order), so that the cycle writes the new consumers of many
+nodes together in between (:mod:`agent.tracker.new_allocations`);
+:meth:`AllocationAudit.reconcile` is both around the node's own write. A write refused
 for one consumer (400, 404, 409 after the retries) fails that consumer
 only. What is read each cycle is :mod:`agent.tracker.audit_read`'s.
 """
@@ -45,7 +50,7 @@ from agent.placement.report import ReportClient
 from agent.state.store import StateStore
 from agent.tracker import evidence
 from agent.tracker.audit_read import AuditView
-from agent.tracker.audit_result import AuditResult, AuditRules
+from agent.tracker.audit_result import AuditDraft, AuditResult, AuditRules, BulkWrites
 from agent.tracker.consumer_record import ConsumerRecord, State
 from agent.tracker.listed import ListedInstances
 from agent.tracker.removal import Removals
@@ -126,6 +131,11 @@ class AllocationAudit:
     ) -> AuditResult:
         """Put every consumer of the node in its state and apply that state's rule.
 
+        :meth:`begin`, the node's new consumers written on their own
+        (:meth:`write_alone`), then :meth:`finish`; the cycle writes many
+        nodes' new consumers together between the two instead
+        (:mod:`agent.tracker.new_allocations`).
+
         Args:
             view: from :func:`agent.tracker.audit_read.refresh` of this cycle.
             expected: ``{consumer: ConsumerAllocations}`` planned from the driver.
@@ -146,7 +156,30 @@ class AllocationAudit:
             PlacementUnavailable: Placement cannot be reached (the cycle
                 fails; what was written is in the saved record).
         """
-        result = AuditResult(reads=view.reads)
+        draft = self.begin(view, expected, present, keep, owners, unreadable)
+        return self.finish(draft, self.write_alone(draft))
+
+    def begin(
+        self,
+        view: AuditView,
+        expected: Mapping[str, ConsumerAllocations],
+        present: set[str],
+        keep: set[str] | frozenset[str] = frozenset(),
+        owners: Mapping[str, evidence.Owner] | None = None,
+        unreadable: set[str] | frozenset[str] = frozenset(),
+    ) -> AuditDraft:
+        """The audit up to its writes in bulk: every listed instance recorded and saved
+        (write-ahead), the in-step, drifting and moving decided.
+
+        Args: as :meth:`reconcile`.
+
+        Returns:
+            An :class:`AuditDraft` whose ``new`` are to be written in bulk,
+            then given to :meth:`finish` with what became of them.
+
+        Raises:
+            PlacementUnavailable: Placement cannot be reached.
+        """
         record = view.record
         record.statuses.clear()
         record.listed(present)
@@ -156,12 +189,50 @@ class AllocationAudit:
         self.checkpoint(view)  # every listed instance is recorded before any write
         for consumer in sorted(unreadable):
             record.status(consumer, State.HERE, "listed but unreadable: left as Placement holds it")
-        touched = self.listed.audit(view, expected, present - set(unreadable), keep, result)
-        touched |= self.removals.remove_gone(view, result)
+        draft = AuditDraft(
+            view,
+            expected,
+            set(present),
+            frozenset(keep),
+            owners or {},
+            frozenset(unreadable),
+            AuditResult(reads=view.reads),
+        )
+        self.listed.decide(draft)
+        return draft
+
+    def write_alone(self, draft: AuditDraft) -> BulkWrites:
+        """Write ``draft.new`` on their own, :data:`~agent.placement.consumers.BULK_BATCH`
+        per ``POST /allocations``.
+
+        Raises:
+            PlacementUnavailable, PlacementError: a batch failed otherwise than with a 4xx.
+        """
+        if not draft.new:
+            return BulkWrites()
+        written, refused = self.report.write_new_allocations(draft.new)
+        return BulkWrites(written, refused)
+
+    def finish(self, draft: AuditDraft, bulk: BulkWrites) -> AuditResult:
+        """The rest of the audit once ``draft.new`` were written (or refused, or failed).
+
+        In order: the written recorded, the refused and once-moving read and
+        written alone, the gone removed, the claims reported, the foreign
+        removed, the record settled, the own writes' generations taken, the
+        record saved.
+
+        Raises:
+            Exception: ``bulk.error`` (after the written are recorded and saved).
+            PlacementUnavailable: Placement cannot be reached.
+        """
+        view, result = draft.view, draft.result
+        record = view.record
+        self.listed.apply(draft, bulk)
+        touched = draft.touched | self.removals.remove_gone(view, result)
         for consumer, when in sorted(record.claims.items()):
             record.status(consumer, State.BUILDING, f"claimed at {when:.0f}, not listed yet")
-        touched |= self.removals.remove_foreign(view, present, owners or {}, result)
-        record.settle(present, view.held)
+        touched |= self.removals.remove_foreign(view, draft.present, draft.owners, result)
+        record.settle(draft.present, view.held)
         # Our own writes moved these generations: read them again next time,
         # unless the next listing proves nobody else wrote them (agent.tracker.own_writes).
         proven = view.own.confirm(self.report, view.nodename, record)

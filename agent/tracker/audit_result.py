@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from agent.model.allocations import ConsumerAllocations
 from agent.placement.errors import PlacementError
+from agent.tracker.audit_read import AuditView
 from agent.tracker.consumer_record import ConsumerStatus
+from agent.tracker.evidence import Owner
 
 LOG = logging.getLogger(__name__)
 
@@ -52,6 +56,56 @@ class AuditRules:
     remove_unknown_after: int = 0
     build_grace: int = 0
     rewrite_drift: bool = False
+
+
+@dataclass
+class AuditDraft:
+    """One node's audit between its decisions and the results of its writes in bulk.
+
+    Made by :meth:`AllocationAudit.begin`, ended by :meth:`AllocationAudit.finish`
+    (the cycle writes many nodes' ``new`` together in between).
+
+    Attributes:
+        view: the node's view (its record already saved with the listed instances).
+        expected: ``{consumer: ConsumerAllocations}`` planned from the driver.
+        present: every instance UUID the driver lists on the node.
+        keep: owned providers whose allocations stay as they are.
+        owners: ``{instance: (project_id, user_id)}`` of the listed instances.
+        unreadable: listed instances the driver could not read.
+        result: what the audit did so far.
+        touched: providers whose allocations the audit wrote so far.
+        new: consumers holding nothing here, to write in bulk (``POST
+            /allocations``), as they are to be written (kept providers left out).
+        one_by_one: consumers to read and write alone after the bulk writes.
+    """
+
+    view: AuditView
+    expected: Mapping[str, ConsumerAllocations]
+    present: set[str]
+    keep: frozenset[str]
+    owners: Mapping[str, Owner]
+    unreadable: frozenset[str]
+    result: AuditResult
+    touched: set[str] = field(default_factory=set)
+    new: dict[str, ConsumerAllocations] = field(default_factory=dict)
+    one_by_one: list[str] = field(default_factory=list)
+
+
+@dataclass
+class BulkWrites:
+    """What became of one node's :attr:`AuditDraft.new` consumers.
+
+    Attributes:
+        written: the node's part of each ``POST /allocations`` Placement
+            answered with success, one list per request, in order.
+        refused: consumers of requests refused with a 4xx (written one by one).
+        error: why the rest were not written (Placement unreachable, a 5xx);
+            None when every consumer is in ``written`` or ``refused``.
+    """
+
+    written: list[list[str]] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    error: Exception | None = None
 
 
 def failed(what: str, exc: PlacementError, result: AuditResult) -> None:

@@ -11,10 +11,14 @@ For every nodename the driver reports (DESIGN.md, "Data flow"):
    (:mod:`agent.tracker.retained`), what is owned and shared;
 2. write what differs (``update_from_provider_tree``);
 3. audit the instances' allocations (read by :mod:`agent.tracker.audit_read`,
-   each consumer's state and rule by :mod:`agent.tracker.audit`).
+   each consumer's state and rule by :mod:`agent.tracker.audit`); the
+   consumers that hold nothing here yet are written with those of the other
+   nodes, 100 per ``POST /allocations`` (:mod:`agent.tracker.new_allocations`),
+   and each node's audit ends with what became of its own.
 
-Nodes are independent: each has its own lock, held only while that node is
-worked on, and one node failing does not stop the others. Claims
+Nodes are independent: each has its own lock, held while that node is
+worked on and until its new consumers' writes are applied, and one node
+failing does not stop the others. Claims
 (:meth:`ResourceTracker.instance_claim`, resource-objects.txt,
 :mod:`agent.tracker.claims`) take the same per-node lock, so a claim and a
 cycle never interleave on one node. What a cycle did is a
@@ -39,8 +43,9 @@ from agent.shape.policy import policy_from_conf
 from agent.state.store import StateStore
 from agent.tracker import audit_read
 from agent.tracker.audit import AllocationAudit
-from agent.tracker.audit_result import AuditRules
+from agent.tracker.audit_result import AuditDraft, AuditRules, BulkWrites
 from agent.tracker.claims import InstanceClaims
+from agent.tracker.new_allocations import NewAllocations, Pending
 from agent.tracker.node_view import NodeViews
 from agent.tracker.outcome import CycleOutcome, NodeOutcome
 from agent.tracker.sharing import SharingProviders
@@ -129,7 +134,13 @@ class ResourceTracker:
                 outcome.error = f"driver {type(self.driver).__name__} could not list nodes: {exc}"
                 LOG.error("%s", outcome.error)
                 nodenames = []
-            synced = self.nodes.map(lambda n: self._update_node(n, startup), nodenames)
+            gather = NewAllocations(self.report)
+            try:
+                synced = self.nodes.map(lambda n: self._update_node(n, startup, gather), nodenames)
+            except Exception:  # a fatal reshape error: the other nodes end as they would
+                self._close(gather)
+                raise
+            self._close(gather)
             outcome.nodes.extend(synced)
         finally:
             client.deadline = None
@@ -139,23 +150,55 @@ class ResourceTracker:
         (LOG.info if outcome.ok else LOG.warning)("%s", outcome.summary())
         return outcome
 
-    def _update_node(self, nodename: str, startup: bool) -> NodeOutcome:
+    def _close(self, gather: NewAllocations) -> None:
+        """Write the last new consumers gathered, then finish their nodes (in parallel)."""
+        self.nodes.map(lambda p: p.complete(p.bulk), gather.close())
+
+    def _update_node(self, nodename: str, startup: bool, gather: NewAllocations) -> NodeOutcome:
+        """Sync one node and begin its audit; its new consumers go to ``gather``.
+
+        The node's lock is taken here and released when its audit is
+        finished (:meth:`_finish_node`), maybe by another thread once the
+        batches carrying its new consumers are answered
+        (:mod:`agent.tracker.new_allocations`).
+        """
         node = NodeOutcome(nodename)
+        lock = self._lock(nodename)
+        lock.acquire()
         try:
-            with self._lock(nodename):
-                self._sync_node(nodename, startup, node)
-        except (ReshapeNeeded, ReshapeFailed):
-            raise
-        except Exception as exc:  # one node's failure must not stop the others
-            node.ok = False
-            node.error = f"{type(exc).__name__}: {exc}"
-            # One line at ERROR, naming what failed; the traceback only for debugging.
-            LOG.error("node %s: cycle failed: %s", nodename, node.error)
-            if not isinstance(exc, AgentError):
-                LOG.debug("node %s: traceback of the failure", nodename, exc_info=True)
+            draft = self._sync_node(nodename, startup, node)
+        except BaseException as exc:
+            lock.release()
+            if isinstance(exc, (ReshapeNeeded, ReshapeFailed)) or not isinstance(exc, Exception):
+                raise
+            _failed(node, exc)  # one node's failure must not stop the others
+            return node
+        gather.add(
+            Pending(nodename, draft.new, lambda bulk: self._finish_node(node, draft, bulk, lock))
+        )
+        gather.drain()
         return node
 
-    def _sync_node(self, nodename: str, startup: bool, node: NodeOutcome) -> None:
+    def _finish_node(
+        self, node: NodeOutcome, draft: AuditDraft, bulk: BulkWrites, lock: threading.Lock
+    ) -> None:
+        """End the node's audit with what became of its new consumers; release its lock."""
+        try:
+            audit = self.audit.finish(draft, bulk)
+            node.allocations_written = audit.written
+            node.allocations_removed = audit.removed
+            node.unknown_consumers = audit.unknown
+            node.moving = audit.moving
+            node.drift = audit.drift
+            node.consumers = [s.to_json() for s in audit.statuses]
+            node.problems.extend(audit.errors)
+        except Exception as exc:  # one node's failure must not stop the others
+            _failed(node, exc)
+        finally:
+            lock.release()
+
+    def _sync_node(self, nodename: str, startup: bool, node: NodeOutcome) -> AuditDraft:
+        """The node's tree written and its audit begun (:meth:`AllocationAudit.begin`)."""
         # One tree read and one discovery, also for a start-up reshape.
         # A moved generation that the node's allocations explain keeps the details.
         vouch = AllocationVouch(self.report, lambda: self.audit.record(nodename))
@@ -185,14 +228,7 @@ class ResourceTracker:
         unreadable = self.adapter.unreadable_instances(nodename)
         present = {i.uuid for i in listed} | unreadable
         owners = {i.uuid: (i.project_id, i.user_id) for i in listed}
-        audit = self.audit.reconcile(view, expected, present, look.keep, owners, unreadable)
-        node.allocations_written = audit.written
-        node.allocations_removed = audit.removed
-        node.unknown_consumers = audit.unknown
-        node.moving = audit.moving
-        node.drift = audit.drift
-        node.consumers = [s.to_json() for s in audit.statuses]
-        node.problems.extend(audit.errors)
+        return self.audit.begin(view, expected, present, look.keep, owners, unreadable)
 
     # -- claims --------------------------------------------------------------------
 
@@ -294,3 +330,12 @@ class ResourceTracker:
                 line = f"node {nodename}: targeted update failed: {type(exc).__name__}: {exc}"
                 LOG.error("%s", line)
                 outcome.errors.append(line)
+
+
+def _failed(node: NodeOutcome, exc: Exception) -> None:
+    """The node failed: one line at ERROR naming what failed; the traceback only for debugging."""
+    node.ok = False
+    node.error = f"{type(exc).__name__}: {exc}"
+    LOG.error("node %s: cycle failed: %s", node.nodename, node.error)
+    if not isinstance(exc, AgentError):
+        LOG.debug("node %s: traceback of the failure", node.nodename, exc_info=exc)

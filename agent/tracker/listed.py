@@ -22,7 +22,7 @@ from agent.placement.errors import PlacementError
 from agent.placement.report import ReportClient
 from agent.tracker import evidence
 from agent.tracker.audit_read import AuditView
-from agent.tracker.audit_result import AuditResult, AuditRules, failed
+from agent.tracker.audit_result import AuditDraft, AuditResult, AuditRules, BulkWrites, failed
 from agent.tracker.consumer_record import State
 from agent.tracker.removal import ours_of
 
@@ -48,46 +48,60 @@ class ListedInstances:
         self.rules = rules
         self.checkpoint = checkpoint
 
-    def audit(
-        self,
-        view: AuditView,
-        expected: Mapping[str, ConsumerAllocations],
-        present: set[str],
-        keep: set[str] | frozenset[str],
-        result: AuditResult,
-    ) -> set[str]:
-        """Listed instances: heal the missing, report drift, leave the moving alone."""
-        record = view.record
-        held = view.held
-        touched: set[str] = set()
+    def decide(self, draft: AuditDraft) -> None:
+        """Listed instances: in step, drift (written alone when that is the rule), moving.
+
+        Fills ``draft.new`` with those holding nothing here (to write in bulk,
+        kept providers left out) and ``draft.one_by_one`` with those last seen
+        moving (read alone: still moving?); :meth:`apply` ends it.
+        """
+        view = draft.view
+        record, held = view.record, view.held
         new: dict[str, ConsumerAllocations] = {}
         one_by_one: list[str] = []
-        for consumer in sorted(present):
-            want = expected.get(consumer)
+        for consumer in sorted(draft.present - draft.unreadable):
+            want = draft.expected.get(consumer)
             if held.get(consumer) or consumer in record.shared:
-                touched |= self._here(view, consumer, want, held.get(consumer, {}), keep, result)
+                draft.touched |= self._here(
+                    view, consumer, want, held.get(consumer, {}), draft.keep, draft.result
+                )
             elif want is None or not want.allocations:
                 record.in_step(consumer)
                 record.status(consumer, State.HERE, "listed; uses nothing here")
             elif consumer in record.moving:
-                one_by_one.append(consumer)  # read alone: still moving?
+                one_by_one.append(consumer)
             else:
                 new[consumer] = want
-        for consumer, why in self.pending_moves(
-            view, present, {**new, **{c: expected[c] for c in one_by_one}}
-        ).items():
+        moves = self.pending_moves(
+            view, draft.present, {**new, **{c: draft.expected[c] for c in one_by_one}}
+        )
+        for consumer, why in moves.items():
             new.pop(consumer, None)
             if consumer in one_by_one:
                 one_by_one.remove(consumer)
             if consumer not in record.moving:
                 LOG.info("instance %s: moving; nothing written (%s)", consumer, why)
             record.is_moving(consumer, why)
-            result.moving.append(consumer)
-        refused = self.write_missing(view, new, keep, result, touched)
-        for consumer in one_by_one + refused:
-            touched |= self.settle_one(view, consumer, expected[consumer], keep, result)
+            draft.result.moving.append(consumer)
+        draft.new = _without_kept(new, draft.keep)
+        draft.one_by_one = one_by_one
+
+    def apply(self, draft: AuditDraft, bulk: BulkWrites) -> None:
+        """Record what the bulk writes did, then read and write alone the refused and the
+        once moving (:meth:`settle_one`); the record is saved after each step.
+
+        Raises:
+            Exception: ``bulk.error``, after the written batches are recorded
+                (the node's audit stops there, as when its own write failed).
+        """
+        view = draft.view
+        self.record_batches(view, draft.new, bulk.written, draft.result, draft.touched)
+        if bulk.error is not None:
+            raise bulk.error
+        for consumer in draft.one_by_one + sorted(bulk.refused):
+            want = draft.expected[consumer]
+            draft.touched |= self.settle_one(view, consumer, want, draft.keep, draft.result)
         self.checkpoint(view)
-        return touched
 
     def pending_moves(
         self,
@@ -237,9 +251,28 @@ class ListedInstances:
         """
         if not new:
             return []
-        kept = set(keep)
-        wanted = {c: w.with_allocations(w.on(w.providers - kept)) for c, w in new.items()}
+        wanted = _without_kept(new, keep)
         batches, refused = self.report.write_new_allocations(wanted)
+        self.record_batches(view, wanted, batches, result, touched)
+        return sorted(refused)
+
+    def record_batches(
+        self,
+        view: AuditView,
+        wanted: Mapping[str, ConsumerAllocations],
+        batches: Iterable[list[str]],
+        result: AuditResult,
+        touched: set[str],
+    ) -> None:
+        """Record consumers written in bulk, saving the record after each request's part.
+
+        Args:
+            wanted: ``{consumer: what was written}``.
+            batches: this node's consumers of each ``POST /allocations``
+                answered with success (one list per request: each moved the
+                generation of each of its providers by one, :mod:`agent.tracker.own_writes`).
+            touched: gets the providers written on.
+        """
         for batch in batches:
             view.own.posted({c: wanted[c].allocations for c in batch})
             for consumer in batch:
@@ -250,4 +283,11 @@ class ListedInstances:
                 touched |= want.providers
             LOG.info("%d instance(s): allocations written together", len(batch))
             self.checkpoint(view)
-        return sorted(refused)
+
+
+def _without_kept(
+    new: Mapping[str, ConsumerAllocations], keep: Iterable[str]
+) -> dict[str, ConsumerAllocations]:
+    """What to write of each new consumer: nothing on providers kept as they are."""
+    kept = set(keep)
+    return {c: w.with_allocations(w.on(w.providers - kept)) for c, w in new.items()}
