@@ -175,7 +175,8 @@ def test_nova_options_that_change_placement_but_are_not_read_are_said(tmp_path, 
     agent_config.load([write(tmp_path, "[libvirt]\ncpu_mode = custom\ncpu_models = Haswell\n")])
     said = [r.getMessage() for r in caplog.records]
     assert said == [
-        "[libvirt] cpu_mode is set: not read by the agent (with custom, nova reports the guest "
+        "[libvirt] cpu_mode is set: read for Intel TDX (host-passthrough) only by the agent "
+        "(with custom, nova reports the guest "
         "CPU model's features as CPU traits; the agent the host CPU's)",
         "[libvirt] cpu_models is set: not read by the agent (see [libvirt] cpu_mode)",
     ]
