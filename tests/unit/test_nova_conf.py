@@ -212,3 +212,11 @@ def test_devstack_nova_conf_is_read_as_nova_reads_it(caplog):
     assert conf.pci.device_spec == ['{"vendor_id": "8086", "product_id": "0a54"}']
     assert conf.placement.auth_type == "password"
     assert conf.placement.valid_interfaces == ["internal", "public"]
+
+
+def test_novas_intel_tdx_options_are_read_silently(tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="agent.conf.nova_conf")
+    text = "[libvirt]\ncpu_mode = host-passthrough\nnum_intel_tdx_guests = 4\n"
+    conf = agent_config.load([write(tmp_path, text)])
+    assert (conf.libvirt.cpu_mode, conf.libvirt.num_intel_tdx_guests) == ("host-passthrough", 4)
+    assert caplog.records == []
