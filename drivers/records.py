@@ -240,8 +240,9 @@ class Gpu:
 @dataclass(frozen=True, slots=True)
 class MemEncryption:
     """A memory encryption model guests can use: ``model`` (``amd_sev``, ``amd_sev_es``,
-    ``amd_sev_snp``: nova's names), ``slots`` (how many such guests may run at once, the
-    MEM_ENCRYPTION_CONTEXT total) and the model's ``trait`` (``HW_CPU_X86_AMD_SEV`` ...)."""
+    ``amd_sev_snp``, ``intel_tdx``: nova's names), ``slots`` (how many such guests may run
+    at once, the MEM_ENCRYPTION_CONTEXT total) and the model's ``trait``
+    (``HW_CPU_X86_AMD_SEV`` ... ``HW_CPU_X86_INTEL_TDX``)."""
 
     model: str
     slots: int
@@ -269,7 +270,7 @@ class HostResources:
             system, GiB rounded up (nova: reserved on DISK_GB by a workaround).
         pmem_namespaces: ``[libvirt] pmem_namespaces`` found on the host:
             label -> namespace names.
-        mem_encryption: memory encryption models offered (AMD SEV, SEV-ES, SEV-SNP).
+        mem_encryption: memory encryption models offered (AMD SEV, SEV-ES, SEV-SNP, Intel TDX).
     """
 
     nodename: str
@@ -334,7 +335,7 @@ class Instance:
             on dedicated host CPUs (PCPU; the rest VCPU); 0 otherwise.
         emulator_isolated: its emulator threads have a dedicated host CPU of their own
             (``hw:emulator_threads_policy=isolate``: one PCPU more).
-        mem_encryption: its memory encryption model (``amd_sev`` ...), or "".
+        mem_encryption: its memory encryption model (``amd_sev`` ... ``intel_tdx``), or "".
         numa_cells: NUMA cells its CPUs and memory are pinned to; empty
             when it has no NUMA affinity.
         pci_devices: PCI addresses assigned to it (whole devices or VFs).

@@ -167,6 +167,9 @@ not read: set in a file, each is warned about once, with what differs."""
 _SAME_AS_HOST = {("libvirt", "cpu_mode"): {"", "none", "host-model", "host-passthrough"}}
 """Values of a :data:`NOT_READ` option with which nova reports what the agent reports."""
 
+READ_ONLY_FOR = {("libvirt", "cpu_mode"): "Intel TDX (host-passthrough)"}
+""":data:`NOT_READ` options the agent reads for one purpose only (the driver's option)."""
+
 _warned: set[tuple[str, str]] = set()
 
 
@@ -178,7 +181,8 @@ def _warn_not_read(group: str, name: str, value: str) -> None:
     if value.lower() in _SAME_AS_HOST.get(key, set()):
         return
     _warned.add(key)
-    LOG.warning("[%s] %s is set: not read by the agent (%s)", group, name, NOT_READ[key])
+    said = f"read for {READ_ONLY_FOR[key]} only" if key in READ_ONLY_FOR else "not read"
+    LOG.warning("[%s] %s is set: %s by the agent (%s)", group, name, said, NOT_READ[key])
 
 
 def unknown_options(

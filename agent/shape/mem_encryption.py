@@ -1,22 +1,25 @@
-"""Memory encryption providers (AMD SEV, SEV-ES, SEV-SNP) and a guest's share of them.
+"""Memory encryption providers (AMD SEV, SEV-ES, SEV-SNP, Intel TDX) and a guest's share of them.
 
 nova 34's shape (nova/virt/libvirt/driver.py
 ``_update_provider_tree_for_memory_encryption``,
 ``_ensure_memory_encryption_providers``, ``_get_memory_encryption_inventories``):
 one child of the compute node per model the host offers, named
-``{nodename}_{model}`` (``cn1_amd_sev``), with ``MEM_ENCRYPTION_CONTEXT``
-inventory ``total`` = the model's slots, ``min_unit = max_unit = step_size = 1``,
-``reserved`` 0, allocation ratio 1.0, and the model's trait
-(``HW_CPU_X86_AMD_SEV`` ...) besides the owner trait. A model without slots
-has no provider. nova 2025.2 moved the inventory down from the compute node
-and removes ``HW_CPU_X86_AMD_SEV`` from it; the start-up reshape
-(:mod:`agent.shape.reshape`) moves a root-level inventory and its allocations
-to the child, and the root never carries the models' traits.
+``{nodename}_{model}`` (``cn1_amd_sev``, ``cn1_intel_tdx``), with
+``MEM_ENCRYPTION_CONTEXT`` inventory ``total`` = the model's slots,
+``min_unit = max_unit = step_size = 1``, ``reserved`` 0, allocation ratio 1.0, and
+the model's trait (``HW_CPU_X86_AMD_SEV`` ... ``HW_CPU_X86_INTEL_TDX``) besides the
+owner trait. A model without slots has no provider. nova 2025.2 moved the
+inventory down from the compute node and removes ``HW_CPU_X86_AMD_SEV`` from it;
+the start-up reshape (:mod:`agent.shape.reshape`) moves a root-level inventory and
+its allocations to the child, and the root never carries the models' traits (Intel
+TDX was never on the compute node: nova 34 added it with the children).
 
 nova's scheduler (``ResourceRequest._translate_mem_encryption_request``)
 asks ``MEM_ENCRYPTION_CONTEXT:1`` and the model's trait in the unsuffixed
 group for a flavor with ``hw:mem_encryption`` (or an image with
-``hw_mem_encryption``): a guest using a model holds one unit on that child.
+``hw_mem_encryption``; ``hw:mem_encryption_model`` / ``hw_mem_encryption_model``
+``intel-tdx`` asks ``HW_CPU_X86_INTEL_TDX``): a guest using a model holds one unit on
+that child.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ MODEL_TRAITS = frozenset(
         os_traits.HW_CPU_X86_AMD_SEV,
         os_traits.HW_CPU_X86_AMD_SEV_ES,
         os_traits.HW_CPU_X86_AMD_SEV_SNP,
+        os_traits.HW_CPU_X86_INTEL_TDX,
     }
 )
 """The models' traits: on their children, never on the compute node (nova 2025.2)."""
@@ -63,7 +67,8 @@ def plan_mem_encryption(inst: Instance, tree: ProviderTree, nodename: str) -> st
 
     None for a guest without memory encryption, and (warned) for one whose
     model the node does not offer (a guest started before the host's SEV was
-    turned off, or a TDX guest): nothing is planned for it then.
+    turned off, or a TDX guest on a host whose TDX capacity is unknown): nothing is
+    planned for it then.
     """
     if not inst.mem_encryption:
         return None

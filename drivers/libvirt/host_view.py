@@ -47,6 +47,7 @@ from drivers.libvirt.nodedev import (
 )
 from drivers.libvirt.options import GROUP
 from drivers.libvirt.reader import CapabilityTraits
+from drivers.libvirt.tdx import TdxSettings, host_tdx
 from drivers.libvirt.xmlutil import LibvirtXMLError
 from drivers.records import Gpu, HostResources, MemEncryption, NumaCell, cells_mib
 
@@ -132,6 +133,7 @@ class HostView:
             else None
         )
         self.capability_traits = CapabilityTraits(conf, warn)
+        self.tdx = TdxSettings(opts.cpu_mode, opts.num_intel_tdx_guests)
         self.connection = connection
         self.settings = settings
         self._warn = warn
@@ -195,7 +197,20 @@ class HostView:
     def _mem_encryption(
         self, conn: libvirt.virConnect, arch: str, reader: SysfsReader
     ) -> tuple[MemEncryption, ...]:
-        """AMD SEV models from the domain capabilities just read (:mod:`.mem_encryption`)."""
+        """AMD SEV models (:mod:`.mem_encryption`), then Intel TDX (:mod:`.tdx`), from the
+        domain capabilities just read."""
+        models = self._sev(conn, arch, reader)
+        try:
+            tdx = host_tdx(arch, self.tdx, self.capability_traits.domain_texts, reader, self._warn)
+        except LibvirtXMLError as exc:
+            self._warn(f"{exc}; no Intel TDX is reported")
+            return models
+        return models if tdx is None else (*models, tdx)
+
+    def _sev(
+        self, conn: libvirt.virConnect, arch: str, reader: SysfsReader
+    ) -> tuple[MemEncryption, ...]:
+        """AMD SEV models from the host arch's first domain capabilities document."""
         text = self.capability_traits.domain_text
         if not text or arch != "x86_64":
             return ()

@@ -232,7 +232,8 @@ class InstanceView:
         if ddef.mem_encryption and ddef.mem_encryption not in TRAITS:
             self._warn(
                 f"{what}: <launchSecurity type={ddef.mem_encryption!r}> is not a memory "
-                "encryption model the agent reports (AMD SEV, SEV-ES, SEV-SNP); none is allocated"
+                "encryption model the agent reports (AMD SEV, SEV-ES, SEV-SNP, Intel TDX); "
+                "none is allocated"
             )
         pci = list(ddef.pci_addresses)
         for iface in ddef.direct_interfaces:

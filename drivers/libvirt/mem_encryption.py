@@ -1,4 +1,4 @@
-"""Memory encryption (AMD SEV, SEV-ES, SEV-SNP): what the host offers and what a guest uses.
+"""Memory encryption (AMD SEV, SEV-ES, SEV-SNP, Intel TDX): what the host offers, what a guest uses.
 
 Rules from nova 34 (``nova/virt/libvirt/host.py`` ``supports_amd_sev``,
 ``supports_amd_sev_es``, ``supports_amd_sev_snp``,
@@ -19,12 +19,14 @@ functions; ``nova/virt/libvirt/config.py`` ``LibvirtConfigDomainCapsFeatureSev``
 * a model with 0 slots is not offered (nova removes its provider).
 
 nova 34 has no ``[libvirt] num_memory_encrypted_guests`` any more (nova 2025.2
-sizes SEV from libvirt alone); Intel TDX (``[libvirt] num_intel_tdx_guests``,
-``cpu_mode=host-passthrough``) is not read by the agent (docs/tree-shape.md).
+sizes SEV from libvirt alone). Intel TDX (``[libvirt] cpu_mode = host-passthrough``,
+``<tdx supported='yes'>``, slots from the misc cgroup or ``[libvirt]
+num_intel_tdx_guests``) is :mod:`drivers.libvirt.tdx`.
 
 A guest's model comes from its domain's ``<launchSecurity>``
-(``_guest_configure_sev_mem_encryption``): ``type='sev-snp'`` is SEV-SNP;
-``type='sev'`` is SEV-ES when its ``<policy>`` has the ES bit (0x4), else SEV.
+(``_guest_configure_sev_mem_encryption``, ``_guest_configure_tdx_mem_encryption``):
+``type='sev-snp'`` is SEV-SNP; ``type='sev'`` is SEV-ES when its ``<policy>`` has the
+ES bit (0x4), else SEV; ``type='tdx'`` is Intel TDX.
 """
 
 from __future__ import annotations
@@ -42,11 +44,13 @@ from drivers.records import MemEncryption
 AMD_SEV = "amd_sev"
 AMD_SEV_ES = "amd_sev_es"
 AMD_SEV_SNP = "amd_sev_snp"
+INTEL_TDX = "intel_tdx"
 
 TRAITS = {
     AMD_SEV: os_traits.HW_CPU_X86_AMD_SEV,
     AMD_SEV_ES: os_traits.HW_CPU_X86_AMD_SEV_ES,
     AMD_SEV_SNP: os_traits.HW_CPU_X86_AMD_SEV_SNP,
+    INTEL_TDX: os_traits.HW_CPU_X86_INTEL_TDX,
 }
 """Model -> trait on its provider (``_get_mem_encryption_traits_*``)."""
 
@@ -147,8 +151,8 @@ def host_models(
 
 def guest_model(domain: ET.Element, what: str) -> str:
     """The memory encryption model of a parsed ``<domain>``: ``amd_sev``, ``amd_sev_es``,
-    ``amd_sev_snp``, the ``<launchSecurity type>`` itself for another kind (``tdx``, ``s390-pv``),
-    or "" when it has none.
+    ``amd_sev_snp``, ``intel_tdx``, the ``<launchSecurity type>`` itself for another kind
+    (``s390-pv``), or "" when it has none.
 
     Raises:
         LibvirtXMLError: a ``type='sev'`` policy that is not a number.
@@ -159,6 +163,8 @@ def guest_model(domain: ET.Element, what: str) -> str:
     kind = launch.get("type", "")
     if kind == "sev-snp":
         return AMD_SEV_SNP
+    if kind == "tdx":
+        return INTEL_TDX
     if kind != "sev":
         return kind
     policy = (launch.findtext("policy") or "0").strip()

@@ -90,6 +90,23 @@ LIBVIRT_OPTS: list[cfg.Opt] = [
         "per namespace. Each namespace must exist on the host in device-DAX mode (read "
         "from sysfs, as ndctl shows it); otherwise the agent refuses to start, as nova.",
     ),
+    cfg.StrOpt(
+        "cpu_mode",
+        choices=("host-model", "host-passthrough", "custom", "none"),
+        help="Nova's [libvirt] cpu_mode, read for Intel TDX only: nova reports TDX only "
+        "with host-passthrough (a TDX guest must see the host CPU as it is). With custom, "
+        "nova's CPU traits are the guest CPU models' features and the agent's the host "
+        "CPU's (warned about).",
+    ),
+    cfg.IntOpt(
+        "num_intel_tdx_guests",
+        min=0,
+        help="Nova's [libvirt] num_intel_tdx_guests: how many Intel TDX guests this host "
+        "may run at once (MEM_ENCRYPTION_CONTEXT on {nodename}_intel_tdx). Unset: the "
+        "'tdx' line of the misc cgroup's /sys/fs/cgroup/misc.capacity. When both are "
+        "known the option is used, with a warning when it exceeds the cgroup's (nova's "
+        "rule); neither: no TDX slots, with a warning.",
+    ),
     cfg.ListOpt(
         "hw_machine_type",
         help="Nova's [libvirt] hw_machine_type: 'arch=machine-type' pairs giving an "

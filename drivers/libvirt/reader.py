@@ -57,8 +57,10 @@ class CapabilityTraits:
         warn: where warnings go (the driver logs each once).
 
     Attributes:
-        domain_text: the domain capabilities document of the last read, or None
-            when libvirt could not give one (memory encryption reads it too).
+        domain_text: the host arch's first domain capabilities document of the last
+            read, or None when libvirt could not give one (AMD SEV reads it).
+        domain_texts: every domain capabilities document of the host arch in the last
+            read, one per machine type, in the order asked (Intel TDX: any of them).
     """
 
     def __init__(self, conf: cfg.ConfigOpts, warn: Callable[[str], None]) -> None:
@@ -69,6 +71,7 @@ class CapabilityTraits:
         self._told = False
         self._asked_host_arch = False
         self.domain_text: str | None = None
+        self.domain_texts: list[str] = []
 
     def _from_files(self) -> list[tuple[str, str]]:
         out = []
@@ -153,6 +156,7 @@ class CapabilityTraits:
             ConfigError: a ``domain_capabilities_file`` cannot be read.
         """
         self.domain_text = None
+        self.domain_texts = []
         try:
             texts = (
                 self._from_files()
@@ -173,8 +177,10 @@ class CapabilityTraits:
                 self._warn(f"{exc} ({what}); its storage-bus and video-model traits are left out")
                 continue
             found[(dom.arch, dom.machine)] = dom
-            if dom.arch == arch and self.domain_text is None:
-                self.domain_text = text  # the host arch's first: memory encryption reads it
+            if dom.arch == arch:
+                self.domain_texts.append(text)
+                if self.domain_text is None:
+                    self.domain_text = text  # the host arch's first: AMD SEV reads it
         asked = bool(self.domain_files) or self._asked_host_arch
         if asked and not any(key[0] == arch for key in found):
             self._warn(

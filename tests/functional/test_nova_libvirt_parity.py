@@ -7,9 +7,10 @@ and, with ``[pci] report_in_placement``, its PCI-in-placement providers
 libvirt driver on libvirt's test driver with the capabilities, domain capabilities,
 node info and node devices that the same fakelibvirt connection serves
 (``tests/fixtures/libvirt/nova-fakelibvirt*``, written by ``python -m
-tests.helpers.nova_libvirt fixture``). Two hosts (``SCENARIOS``: vGPUs; PCI devices and
-VFs in placement), each with the same configuration on both sides (the scenario's
-options, ``reserved_host_memory_mb = 512``, one instances path, one libvirt version).
+tests.helpers.nova_libvirt fixture``). Three hosts (``SCENARIOS``: vGPUs; PCI devices and
+VFs in placement; the vGPU host offering Intel TDX), each with the same configuration on
+both sides (the scenario's options, ``reserved_host_memory_mb = 512``, one instances
+path, one libvirt version).
 
 Compared provider by provider: every resource class and inventory field, every trait.
 Each difference must be a row of the table "What nova 34 reports, what the agent
@@ -74,6 +75,7 @@ def nova_report(name: str, instances: Path) -> Report:
 
 def agent_report(scenario: Scenario, tmp_path: Path, instances: Path) -> Report:
     fixture = scenario.fixture
+    options = dict(scenario.options)
     conf = make_conf(
         tmp_path,
         fixture,
@@ -84,15 +86,16 @@ def agent_report(scenario: Scenario, tmp_path: Path, instances: Path) -> Report:
         },
         # The host architecture's first, then every other guest architecture's, as nova asks.
         libvirt={
+            **options.pop("libvirt", {}),
             "domain_capabilities_file": ",".join(
                 str(p)
                 for p in [
                     LIBVIRT / fixture / "domcapabilities.xml",
                     *sorted((LIBVIRT / fixture).glob("domcapabilities-*.xml")),
                 ]
-            )
+            ),
         },
-        **scenario.options,
+        **options,
     )
     tree = ProviderTree()
     tree.new_root(NODENAME, "00000000-0000-0000-0000-0000000000c1")
@@ -169,6 +172,8 @@ def test_every_difference_with_novas_libvirt_driver_is_explained(tmp_path):
         agent = agent_report(scenario, tmp_path / name, instances)
         # The comparison is meaningful: the compute node and its children on both sides.
         assert NODENAME in nova and len(nova) >= 3, (name, sorted(nova))
+        # nova's own driver offers TDX there: the agent must lay out the same child.
+        assert scenario.tdx is (f"{NODENAME}_intel_tdx" in nova), (name, sorted(nova))
         for key, values in differences(nova, agent).items():
             assert seen.setdefault(key, values) == values, (name, key, values, seen[key])
     table = documented()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import libvirt
 from oslo_config import cfg
 
 from agent.cli.render import discover_record
@@ -115,3 +116,48 @@ def sev_host_groups() -> dict[str, dict[str, object]]:
         "host_driver": {"sysfs_root": str(fixture / "sysfs")},
         "compute": {"cpu_shared_set": "0-7", "cpu_dedicated_set": "8-15"},
     }
+
+
+def tdx_host_groups() -> dict[str, dict[str, object]]:
+    """The configuration of the ``tdx-host`` fixture: its domain capabilities
+    (``<tdx supported='yes'/>``), its misc cgroup capacity file (``tdx 63``) below the
+    sysfs root, and ``[libvirt] cpu_mode = host-passthrough`` (nova detects TDX only so)."""
+    fixture = LIBVIRT / "tdx-host"
+    return {
+        "libvirt": {
+            "domain_capabilities_file": str(fixture / "domcapabilities.xml"),
+            "cpu_mode": "host-passthrough",
+        },
+        "host_driver": {"sysfs_root": str(fixture / "sysfs")},
+    }
+
+
+TDX_LAUNCH_SECURITY = "<launchSecurity type='tdx'><quoteGenerationService/></launchSecurity>"
+"""What nova 34 writes in a TDX guest's domain (``LibvirtConfigGuestTDXLaunchSecurity``)."""
+
+
+class TdxDomain:
+    """A test driver domain whose XML carries :data:`TDX_LAUNCH_SECURITY`, as libvirt 11
+    returns a TDX guest's: libvirt 9.0's parser (this environment's) refuses
+    ``type='tdx'``, so the element cannot be in the fixture's host file. Every other
+    call goes to the real domain."""
+
+    def __init__(self, dom: libvirt.virDomain) -> None:
+        self._dom = dom
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._dom, name)
+
+    def XMLDesc(self, flags: int = 0) -> str:
+        return self._dom.XMLDesc(flags).replace("</domain>", TDX_LAUNCH_SECURITY + "</domain>")
+
+
+def with_tdx_guests(driver: LibvirtDriver, uuids: set[str]) -> LibvirtDriver:
+    """``driver`` listing the domains ``uuids`` as :class:`TdxDomain` (see there)."""
+    listed = driver.instances.list_domains
+
+    def list_domains() -> list[libvirt.virDomain]:
+        return [TdxDomain(d) if d.UUIDString() in uuids else d for d in listed()]
+
+    driver.instances.list_domains = list_domains  # type: ignore[method-assign]
+    return driver

@@ -27,7 +27,12 @@ The hosts (:data:`SCENARIOS`): :data:`HOST` (nova's ``HostInfo``: two NUMA cells
 cores of two threads each; its memory, 16780000, is what nova reads as MiB from
 ``getInfo``) with, in ``vgpu``, two mdev-capable GPUs and ``[devices]
 enabled_mdev_types = nvidia-11``; in ``pci``, two whole PCI devices and a PF with two VFs,
-``[pci] device_spec`` offering the devices and the VFs, ``report_in_placement = true``.
+``[pci] device_spec`` offering the devices and the VFs, ``report_in_placement = true``;
+in ``tdx``, the ``vgpu`` host offering Intel TDX: fakelibvirt's domain capabilities with
+``<tdx supported='yes'/>`` (its ``_domain_capability_features_with_TDX``), ``[libvirt]
+cpu_mode = host-passthrough`` and ``num_intel_tdx_guests = 16``, and no misc cgroup
+capacity file on nova's side (``MISC_CONTROL_GROUP_CAPACITY_FILE`` pointed at a path
+that does not exist; the agent uses the option whatever its host's cgroup says).
 Disk: nova's ``get_fs_info`` of the instances path given (the fixture stubs it; the
 real function is put back), so nova and the agent measure the same file system.
 
@@ -59,11 +64,13 @@ class Scenario:
         pci: ``HostPCIDevicesInfo`` arguments (nova's fakelibvirt).
         options: ``{group: {option: value}}`` set in nova's and in the agent's
             configuration alike (the agent reads nova's option names).
+        tdx: fakelibvirt's domain capabilities offer Intel TDX.
     """
 
     fixture: str
     pci: dict[str, int]
     options: dict[str, dict[str, Any]]
+    tdx: bool = False
 
 
 SCENARIOS = {
@@ -85,6 +92,15 @@ SCENARIOS = {
             }
         },
     ),
+    "tdx": Scenario(
+        "nova-fakelibvirt-tdx",
+        {"num_pci": 0, "num_pfs": 0, "num_vfs": 0, "num_mdevcap": 2},
+        {
+            "devices": {"enabled_mdev_types": ["nvidia-11"]},
+            "libvirt": {"cpu_mode": "host-passthrough", "num_intel_tdx_guests": 16},
+        },
+        tdx=True,
+    ),
 }
 
 
@@ -100,6 +116,11 @@ def _fakelibvirt() -> Any:
 
 
 def _connection(fakelibvirt: Any, scenario: Scenario, libvirt_version: int | None = None) -> Any:
+    if scenario.tdx:
+        # Class-wide: nova's driver may open more connections; its own TDX test patches so.
+        fakelibvirt.virConnect._domain_capability_features = (
+            fakelibvirt.virConnect._domain_capability_features_with_TDX
+        )
     return fakelibvirt.Connection(
         "qemu:///system",
         version=libvirt_version or fakelibvirt.FAKE_LIBVIRT_VERSION,
@@ -132,9 +153,11 @@ def _nova_tree(
     fixture = fakelibvirt.LibvirtFixture()
     fixture.setUp()
     conn = _connection(fakelibvirt, scenario, libvirt_version)
+    no_cgroup = str(Path(instances_path) / "no-misc-cgroup" / "misc.capacity")
     with (
         mock.patch("nova.virt.libvirt.utils.get_fs_info", real_fs_info),
         mock.patch("nova.virt.libvirt.host.Host.get_connection", return_value=conn),
+        mock.patch("nova.virt.libvirt.host.MISC_CONTROL_GROUP_CAPACITY_FILE", no_cgroup),
     ):
         driver = libvirt_driver.LibvirtDriver(fake_virt.FakeVirtAPI(), False)
         driver.init_host(NODENAME)
@@ -189,7 +212,8 @@ def _fixture(name: str, directory: Path) -> None:
     fakelibvirt = _fakelibvirt()
     conn = _connection(fakelibvirt, scenario)
     directory.mkdir(parents=True, exist_ok=True)
-    note = f"<!-- Served by {SOURCE}: host {HOST}, PCI devices {scenario.pci}. Regenerate\n"
+    tdx = ", Intel TDX (_domain_capability_features_with_TDX)" if scenario.tdx else ""
+    note = f"<!-- Served by {SOURCE}: host {HOST}, PCI devices {scenario.pci}{tdx}. Regenerate\n"
     note += f"     with python -m tests.helpers.nova_libvirt fixture {name} <this directory>. -->\n"
     caps = conn.getCapabilities()
     (directory / "capabilities.xml").write_text(note + caps.strip() + "\n")

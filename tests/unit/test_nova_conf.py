@@ -175,7 +175,8 @@ def test_nova_options_that_change_placement_but_are_not_read_are_said(tmp_path, 
     agent_config.load([write(tmp_path, "[libvirt]\ncpu_mode = custom\ncpu_models = Haswell\n")])
     said = [r.getMessage() for r in caplog.records]
     assert said == [
-        "[libvirt] cpu_mode is set: not read by the agent (with custom, nova reports the guest "
+        "[libvirt] cpu_mode is set: read for Intel TDX (host-passthrough) only by the agent "
+        "(with custom, nova reports the guest "
         "CPU model's features as CPU traits; the agent the host CPU's)",
         "[libvirt] cpu_models is set: not read by the agent (see [libvirt] cpu_mode)",
     ]
@@ -211,3 +212,11 @@ def test_devstack_nova_conf_is_read_as_nova_reads_it(caplog):
     assert conf.pci.device_spec == ['{"vendor_id": "8086", "product_id": "0a54"}']
     assert conf.placement.auth_type == "password"
     assert conf.placement.valid_interfaces == ["internal", "public"]
+
+
+def test_novas_intel_tdx_options_are_read_silently(tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="agent.conf.nova_conf")
+    text = "[libvirt]\ncpu_mode = host-passthrough\nnum_intel_tdx_guests = 4\n"
+    conf = agent_config.load([write(tmp_path, text)])
+    assert (conf.libvirt.cpu_mode, conf.libvirt.num_intel_tdx_guests) == ("host-passthrough", 4)
+    assert caplog.records == []

@@ -111,7 +111,9 @@ def test_no_memory_encryption(tmp_path, arch, params, caps):
             "<launchSecurity type='sev-snp'><policy>0x00030000</policy></launchSecurity>",
             "amd_sev_snp",
         ),
-        ("<launchSecurity type='tdx'/>", "tdx"),
+        # nova 34's TDX guest (LibvirtConfigGuestTDXLaunchSecurity).
+        ("<launchSecurity type='tdx'><quoteGenerationService/></launchSecurity>", "intel_tdx"),
+        ("<launchSecurity type='s390-pv'/>", "s390-pv"),
     ],
 )
 def test_guest_model_from_launch_security(launch, model):
