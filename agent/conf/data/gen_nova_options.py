@@ -10,12 +10,20 @@ oslo.log, oslo.db, keystonemiddleware ...) are listed by name in
 
 Usage (from agent/conf/data/):
     python gen_nova_options.py NOVA_GIT_DIR [COMMIT] > nova_options.json
+    python gen_nova_options.py --installed > nova_options.json
+
+``--installed`` reads the nova package installed beside the agent (the
+``test`` extra pins the release the agent is judged against, nova 34.0.0),
+found without importing it.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.metadata
+import importlib.util
 import json
+import pathlib
 import subprocess
 import sys
 
@@ -164,23 +172,42 @@ KSA_REGISTRATIONS = (
 )
 
 
+def installed_sources() -> tuple[str, list[str]]:
+    """The installed nova's version and the text of its ``nova/conf/*.py`` (not imported)."""
+    spec = importlib.util.find_spec("nova")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("nova is not installed here (pip install '.[test]')")
+    conf = pathlib.Path(next(iter(spec.submodule_search_locations))) / "conf"
+    texts = [p.read_text(encoding="utf-8") for p in sorted(conf.glob("*.py"))]
+    return importlib.metadata.version("nova"), texts
+
+
+def git_sources(repo: str, commit: str) -> list[str]:
+    """The text of ``nova/conf/*.py`` at ``commit`` of the git checkout ``repo``."""
+    paths = git(repo, "ls-tree", "--name-only", commit, "nova/conf/").split()
+    return [git(repo, "show", f"{commit}:{p}") for p in paths if p.endswith(".py")]
+
+
 def main() -> None:
-    repo = sys.argv[1]
-    commit = sys.argv[2] if len(sys.argv) > 2 else git(repo, "rev-parse", "HEAD").strip()
+    if sys.argv[1] == "--installed":
+        version, sources = installed_sources()
+        origin = f"nova {version} (the installed package)"
+    else:
+        repo = sys.argv[1]
+        commit = sys.argv[2] if len(sys.argv) > 2 else git(repo, "rev-parse", "HEAD").strip()
+        sources = git_sources(repo, commit)
+        origin = f"openstack/nova@{commit}"
     groups: dict[str, set[str]] = {}
     ksa: set[str] = set()
     from oslo_log import _options as log_options  # the installed oslo.log's own list
 
     groups["DEFAULT"] = {o.dest for _, opts in log_options.list_opts() for o in opts}
     groups["DEFAULT"] |= set(LIBRARY_DEFAULT_OPTIONS)
-    for path in git(repo, "ls-tree", "--name-only", commit, "nova/conf/").split():
-        if path.endswith(".py"):
-            scan(git(repo, "show", f"{commit}:{path}"), groups, ksa)
+    for source in sources:
+        scan(source, groups, ksa)
     json.dump(
         {
-            "source": (
-                f"openstack/nova@{commit} nova/conf/*.py (agent/conf/data/gen_nova_options.py)"
-            ),
+            "source": f"{origin} nova/conf/*.py (agent/conf/data/gen_nova_options.py)",
             "groups": {g: sorted(n) for g, n in sorted(groups.items())},
             "any_option_groups": sorted(ksa | set(LIBRARY_GROUPS)),
         },
