@@ -28,18 +28,12 @@ CONSUMER_READS = ("GET", "/allocations/{consumer}")
 
 @pytest.fixture
 def setup(tmp_path, embedded) -> Setup:
-    s = Setup(tmp_path, embedded)
-    assert s.cycle(startup=True).ok
-    assert s.cycle().ok
-    return s
+    return Setup.started(tmp_path, embedded)
 
 
 def counted(s: Setup) -> tuple[Counter, bool]:
-    before = Counter(s.client.counts)
-    outcome = s.cycle()
-    after = Counter(s.client.counts)
-    after.subtract(before)
-    return +after, outcome.ok
+    counts, outcome = s.counted_cycle()
+    return counts, outcome.ok
 
 
 def test_a_part_another_writer_removed_from_a_device_is_seen_through_its_consumer(setup):

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 from agent.placement.report import ReportClient
 from agent.state.store import StateStore
-from agent.tracker.cycle import ResourceTracker
 from tests.helpers.libvirt_fixtures import libvirt_driver, tdx_host_groups, with_tdx_guests
 from tests.helpers.names import unique
 from tests.helpers.nova_client import Nova
 from tests.helpers.nova_request import candidates, flavor, requested_resources
 from tests.helpers.placement_http import held_by_name, http_get
-from tests.helpers.sync import cycle, remote_client
+from tests.helpers.sync import cycle, remote_client, startup_cycle
 
 TDX_GUEST = "7d7d7d7d-0000-4000-8000-000000000001"
 PLAIN_GUEST = "7d7d7d7d-0000-4000-8000-000000000002"
@@ -85,10 +84,7 @@ def test_nova_finds_the_tdx_child_for_a_tdx_flavor_or_image(tmp_path, served):
 
 def test_the_agents_cycle_writes_the_tdx_guest_as_nova_asks(tmp_path, served):
     name = unique("tdx")
-    driver = tdx_driver(tmp_path, name)
-    state = StateStore(tmp_path / "state")
-    report = ReportClient(remote_client(tmp_path, served.url), state, sleep=lambda s: None)
-    outcome = ResourceTracker(driver.conf, driver, report, state).update_available_resource(True)
+    outcome = startup_cycle(tmp_path, served.url, tdx_driver(tmp_path, name))
     assert outcome.ok
     tdx = flavor(2, 2048, 20, hw_mem_encryption="true", hw_mem_encryption_model="intel-tdx")
     asked = requested_resources(tdx, **TDX_IMAGE)

@@ -23,7 +23,6 @@ from nova import exception as nova_exception
 from agent.placement.report import ReportClient
 from agent.shape.adapter import adapt
 from agent.state.store import StateStore
-from agent.tracker.cycle import ResourceTracker
 from agent.tracker.reshape import reshape_node
 from tests.helpers.libvirt_fixtures import libvirt_driver, sev_host_groups
 from tests.helpers.names import unique
@@ -31,7 +30,7 @@ from tests.helpers.nova_client import Nova
 from tests.helpers.nova_request import candidates, flavor, requested_resources
 from tests.helpers.placement_http import held_by_name, http, http_get, put_allocations
 from tests.helpers.placement_snapshot import amounts, class_totals, snapshot
-from tests.helpers.sync import cycle, remote_client
+from tests.helpers.sync import cycle, remote_client, startup_cycle
 
 SEV_GUEST = "5e5e5e5e-0000-4000-8000-000000000001"
 MIXED = "5e5e5e5e-0000-4000-8000-000000000003"
@@ -252,10 +251,7 @@ def test_nova_refuses_what_it_refuses(tmp_path):
 def test_the_agents_cycle_writes_what_nova_would_claim(tmp_path, served):
     """The service's own start-up cycle on sev-host: each guest's allocation as planned."""
     name = unique("sev")
-    driver = sev_driver(tmp_path, name)
-    state = StateStore(tmp_path / "state")
-    report = ReportClient(remote_client(tmp_path, served.url), state, sleep=lambda s: None)
-    outcome = ResourceTracker(driver.conf, driver, report, state).update_available_resource(True)
+    outcome = startup_cycle(tmp_path, served.url, sev_driver(tmp_path, name))
     assert outcome.ok
     assert held_by_name(served.url, SEV_GUEST) == {
         name: {"DISK_GB": 20, "MEMORY_MB": 2048, "VCPU": 2},

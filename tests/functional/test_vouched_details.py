@@ -39,19 +39,13 @@ TRAIT = "CUSTOM_OPERATOR_RACK_A"
 
 @pytest.fixture
 def setup(tmp_path, embedded) -> Setup:
-    s = Setup(tmp_path, embedded)
-    assert s.cycle(startup=True).ok
-    assert s.cycle().ok
-    return s
+    return Setup.started(tmp_path, embedded)
 
 
 def counted(s: Setup) -> Counter:
-    before = Counter(s.client.counts)
-    outcome = s.cycle()
+    counts, outcome = s.counted_cycle()
     assert outcome.ok, outcome.summary()
-    after = Counter(s.client.counts)
-    after.subtract(before)
-    return +after
+    return counts
 
 
 def details_read(counts: Counter) -> int:

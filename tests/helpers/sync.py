@@ -1,4 +1,5 @@
-"""The agent's Placement side in-process: a client configured as operators do, one sync."""
+"""The agent's Placement side in-process: a client configured as operators do, one sync,
+one start-up cycle."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ from agent.placement.client import PlacementClient
 from agent.placement.report import ReportClient
 from agent.placement.session import client_from_conf
 from agent.shape.adapter import adapt
+from agent.state.store import StateStore
+from agent.tracker.cycle import ResourceTracker
 from drivers.base import ComputeDriver
 
-if TYPE_CHECKING:  # annotation only: the result types may move within the placement layer
+if TYPE_CHECKING:  # annotation only: the result types may move within their layer
     from agent.placement.writer import SyncResult
+    from agent.tracker.outcome import CycleOutcome
 
 
 def cycle(report: ReportClient, driver: ComputeDriver, nodename: str) -> SyncResult:
@@ -38,3 +42,11 @@ def remote_client(tmp_path: Path, url: str, *extra: str) -> PlacementClient:
         "noauth_roles = admin,service\n" + "".join(f"{line}\n" for line in extra)
     )
     return client_from_conf(agent_config.load([str(path)]))
+
+
+def startup_cycle(tmp_path: Path, url: str, driver: ComputeDriver) -> CycleOutcome:
+    """The service's start-up cycle of ``driver`` against the Placement at ``url``
+    (state in ``tmp_path/state``)."""
+    state = StateStore(tmp_path / "state")
+    report = ReportClient(remote_client(tmp_path, url), state, sleep=lambda _s: None)
+    return ResourceTracker(driver.conf, driver, report, state).update_available_resource(True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid as uuidlib
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +72,14 @@ class Setup:
         self.driver.subscribe(self.tracker.handle_event)
         self.base = embedded.url
 
+    @classmethod
+    def started(cls, tmp_path: Path, embedded: EmbeddedPlacement) -> Setup:
+        """A Setup after its start-up cycle and one more (both asserted ok)."""
+        s = cls(tmp_path, embedded)
+        assert s.cycle(startup=True).ok
+        assert s.cycle().ok
+        return s
+
     def inst(self, n: int) -> str:
         """Instance ``n`` (1-based, as in examples/big-host.yaml) of the first node."""
         return f"{self.prefix}{n:02d}"
@@ -86,3 +95,11 @@ class Setup:
     def cycle(self, startup: bool = False) -> CycleOutcome:
         """One tracker cycle (``startup``: the start-up one, which may reshape)."""
         return self.tracker.update_available_resource(startup)
+
+    def counted_cycle(self) -> tuple[Counter[tuple[str, str]], CycleOutcome]:
+        """One ordinary cycle, and the requests it sent (``{(method, URL template): n}``)."""
+        before = Counter(self.client.counts)
+        outcome = self.cycle()
+        after = Counter(self.client.counts)
+        after.subtract(before)
+        return +after, outcome
