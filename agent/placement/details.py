@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from agent.model.exceptions import AgentError
 from agent.model.provider_tree import ProviderTree
@@ -28,13 +28,15 @@ from agent.placement.client import PlacementClient
 
 LOG = logging.getLogger(__name__)
 
-Vouch = Callable[[str, int], "int | None"]
-"""``(provider, generation its details are known at) -> generation they are vouched at``.
+Vouch = Callable[[Mapping[str, int]], Mapping[str, "int | None"]]
+"""``{provider: generation its details are known at} -> {provider: generation they are
+vouched at}``.
 
-Called for a provider whose listed generation moved: returns the generation
-(the listed one or later) up to which every move is explained by allocation
-writes, so its inventories, traits and aggregates are unchanged; or None
-(then they are read)."""
+Asked once per listing about the providers whose listed generation moved
+(so the answers may be read in parallel): for each, the generation (the
+listed one or later) up to which every move is explained by allocation
+writes, so its inventories, traits and aggregates are unchanged; None or
+absent when not (then they are read)."""
 
 
 READ_TRIES = 3

@@ -75,6 +75,30 @@ def _unchanged(mirror: ProviderTree, listing: list[ProviderRecord]) -> bool:
     return True
 
 
+def _sorted_out(
+    mirror: ProviderTree, listing: list[ProviderRecord], expired: set[str]
+) -> tuple[list[str], dict[str, int], list[str]]:
+    """The listed providers whose details must be read (new to the mirror, or their vouch
+    expired), those whose generation moved (``{uuid: the mirror's generation}``) and those
+    as the mirror holds them; a provider this client just created is in none (it holds
+    nothing yet)."""
+    stale: list[str] = []
+    moved: dict[str, int] = {}
+    kept: list[str] = []
+    for rec in listing:
+        uuid = rec["uuid"]
+        if rec.get(CREATED_HERE):
+            continue
+        held = mirror.data(uuid).generation if mirror.exists(uuid) else None
+        if held is None or uuid in expired:
+            stale.append(uuid)
+        elif held != rec["generation"]:
+            moved[uuid] = held
+        else:
+            kept.append(uuid)
+    return stale, moved, kept
+
+
 class Mirror:
     """What Placement holds for this host's trees, as last read or written.
 
@@ -344,23 +368,18 @@ class Mirror:
         moved and nobody vouched for them, or their vouch expired)."""
         fresh = ProviderTree()
         fresh.populate_from_iterable({k: r[k] for k in _LISTED} for r in listing)
-        stale = []
-        for rec in listing:
-            uuid = rec["uuid"]
-            if rec.get(CREATED_HERE):
-                continue  # a provider this client just created holds nothing yet
-            if not mirror.exists(uuid) or uuid in expired:
+        stale, moved, kept = _sorted_out(mirror, listing, expired)
+        vouched = vouch(moved) if vouch is not None and moved else {}
+        for uuid, held in moved.items():
+            at = vouched.get(uuid)
+            if at is None:
                 stale.append(uuid)
                 continue
+            self.vouched.add(uuid, held)
+            fresh.update_generation(uuid, at)
+            kept.append(uuid)
+        for uuid in kept:
             old = mirror.data(uuid)
-            at = old.generation
-            if at != rec["generation"]:
-                at = vouch(uuid, at) if vouch is not None and at is not None else None
-                if at is None:
-                    stale.append(uuid)
-                    continue
-                self.vouched.add(uuid, old.generation)
-                fresh.update_generation(uuid, at)
             fresh.update_inventory(uuid, old.inventory)
             fresh.update_traits(uuid, old.traits)
             fresh.update_aggregates(uuid, old.aggregates)

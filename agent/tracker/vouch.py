@@ -32,7 +32,7 @@ seconds (:mod:`agent.placement.mirror`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from agent.model.allocations import ProviderAllocations
 from agent.placement.report import ReportClient
@@ -85,21 +85,31 @@ class AllocationVouch:
         self._record: ConsumerRecord | None = None
         self.read: dict[str, ProviderAllocations] = {}
 
-    def __call__(self, uuid: str, generation: int) -> int | None:
-        """The generation ``uuid``'s details are vouched at, or None (read them).
+    def __call__(self, moved: Mapping[str, int]) -> dict[str, int | None]:
+        """The generation each provider's details are vouched at, or None (read them).
+
+        Reads the allocations of the providers the record knows at the
+        generation asked about, in parallel (the report's pool); asks nothing
+        about the others.
 
         Args:
-            uuid: a provider whose listed generation moved.
-            generation: the generation the mirror knows its details at.
+            moved: ``{provider whose listed generation moved: the generation
+                the mirror knows its details at}``.
 
         Raises:
-            PlacementError, PlacementUnavailable: the read failed.
+            PlacementError, PlacementUnavailable: a read failed.
         """
         if self._record is None:
             self._record = self._load()
-        old = self._record.held.get(uuid)
-        if old is None or old.generation != generation:
-            return None  # nothing to compare with: no request
-        fresh = self.report.provider_allocations(uuid)
-        self.read[uuid] = fresh
-        return fresh.generation if explains(old, fresh) else None
+        record = self._record
+        comparable = sorted(
+            uuid
+            for uuid, generation in moved.items()
+            if uuid in record.held and record.held[uuid].generation == generation
+        )
+        found = self.report.pool.map(self.report.provider_allocations, comparable)
+        out: dict[str, int | None] = dict.fromkeys(moved)
+        for uuid, fresh in zip(comparable, found, strict=True):
+            self.read[uuid] = fresh
+            out[uuid] = fresh.generation if explains(record.held[uuid], fresh) else None
+        return out
