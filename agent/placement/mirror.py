@@ -336,7 +336,10 @@ class Mirror:
         fresh, stale = self._refreshed(mirror, listing, expired, vouch)
         self.trees[nodename] = fresh
         self._remember_custom(fresh)
-        if stale or fresh.get_provider_uuids() != mirror.get_provider_uuids():
+        gone = set(mirror.get_provider_uuids()) - set(fresh.get_provider_uuids())
+        for uuid in gone:
+            self.vouched.discard(uuid)
+        if stale or gone or fresh.get_provider_uuids() != mirror.get_provider_uuids():
             self.save(nodename)
         return True
 
