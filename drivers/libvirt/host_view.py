@@ -200,11 +200,7 @@ class HostView:
         """AMD SEV models (:mod:`.mem_encryption`), then Intel TDX (:mod:`.tdx`), from the
         domain capabilities just read."""
         models = self._sev(conn, arch, reader)
-        try:
-            tdx = host_tdx(arch, self.tdx, self.capability_traits.domain_texts, reader, self._warn)
-        except LibvirtXMLError as exc:
-            self._warn(f"{exc}; no Intel TDX is reported")
-            return models
+        tdx = host_tdx(arch, self.tdx, self.capability_traits.host_domains, reader, self._warn)
         return models if tdx is None else (*models, tdx)
 
     def _sev(

@@ -59,8 +59,8 @@ class CapabilityTraits:
     Attributes:
         domain_text: the host arch's first domain capabilities document of the last
             read, or None when libvirt could not give one (AMD SEV reads it).
-        domain_texts: every domain capabilities document of the host arch in the last
-            read, one per machine type, in the order asked (Intel TDX: any of them).
+        host_domains: the host arch's domain capabilities of the last read, one per
+            machine type, in the order asked (Intel TDX: any of them).
     """
 
     def __init__(self, conf: cfg.ConfigOpts, warn: Callable[[str], None]) -> None:
@@ -71,7 +71,7 @@ class CapabilityTraits:
         self._told = False
         self._asked_host_arch = False
         self.domain_text: str | None = None
-        self.domain_texts: list[str] = []
+        self.host_domains: list[DomainCapabilities] = []
 
     def _from_files(self) -> list[tuple[str, str]]:
         out = []
@@ -156,7 +156,7 @@ class CapabilityTraits:
             ConfigError: a ``domain_capabilities_file`` cannot be read.
         """
         self.domain_text = None
-        self.domain_texts = []
+        self.host_domains = []
         try:
             texts = (
                 self._from_files()
@@ -178,7 +178,7 @@ class CapabilityTraits:
                 continue
             found[(dom.arch, dom.machine)] = dom
             if dom.arch == arch:
-                self.domain_texts.append(text)
+                self.host_domains.append(dom)
                 if self.domain_text is None:
                     self.domain_text = text  # the host arch's first: AMD SEV reads it
         asked = bool(self.domain_files) or self._asked_host_arch

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from drivers.host.sysfs import SysfsError, SysfsReader
 from drivers.libvirt.mem_encryption import INTEL_TDX, TRAITS
-from drivers.libvirt.xmlutil import parse_xml
+from drivers.libvirt.traits import DomainCapabilities
 from drivers.records import MemEncryption
 
 MISC_CAPACITY = "sys/fs/cgroup/misc.capacity"
@@ -51,27 +51,13 @@ class TdxSettings:
     num_guests: int | None = None
 
 
-def domain_offers_tdx(text: str) -> bool:
-    """True when a ``virConnectGetDomainCapabilities`` document has
-    ``<features><tdx supported='yes'/>``.
-
-    Raises:
-        LibvirtXMLError: the document does not parse.
-    """
-    tdx = parse_xml(text, "domain capabilities").find("features/tdx")
-    return tdx is not None and tdx.get("supported") == "yes"
-
-
-def supports_tdx(arch: str, cpu_mode: str | None, domain_texts: Iterable[str]) -> bool:
+def supports_tdx(arch: str, cpu_mode: str | None, domains: Iterable[DomainCapabilities]) -> bool:
     """nova's ``supports_intel_tdx``: x86_64, ``cpu_mode = host-passthrough`` and any of
-    the host arch's domain capabilities documents offering TDX.
-
-    Raises:
-        LibvirtXMLError: a document does not parse.
-    """
+    the host arch's domain capabilities (one per machine type, as the driver's reader
+    parsed them) offering TDX (``tdx_supported``)."""
     if arch != "x86_64" or cpu_mode != CPU_MODE:
         return False
-    return any(domain_offers_tdx(text) for text in domain_texts)
+    return any(d.tdx_supported for d in domains)
 
 
 def cgroup_capacity(reader: SysfsReader, warn: Callable[[str], None]) -> int | None:
@@ -134,7 +120,7 @@ def tdx_slots(cgroup: int | None, option: int | None, warn: Callable[[str], None
 def host_tdx(
     arch: str,
     settings: TdxSettings,
-    domain_texts: Iterable[str],
+    domains: Iterable[DomainCapabilities],
     reader: SysfsReader,
     warn: Callable[[str], None],
 ) -> MemEncryption | None:
@@ -143,18 +129,15 @@ def host_tdx(
     Args:
         arch: the host CPU's arch (host capabilities).
         settings: ``[libvirt] cpu_mode`` and ``num_intel_tdx_guests``.
-        domain_texts: the host arch's domain capabilities documents, every machine type.
+        domains: the host arch's domain capabilities, every machine type.
         reader: reads the misc cgroup's capacity file below the sysfs root.
         warn: where warnings go (the driver logs each once).
 
     Returns:
         ``MemEncryption("intel_tdx", slots, "HW_CPU_X86_INTEL_TDX")``; None when TDX is
         not supported or has 0 slots.
-
-    Raises:
-        LibvirtXMLError: a domain capabilities document does not parse.
     """
-    if not supports_tdx(arch, settings.cpu_mode, domain_texts):
+    if not supports_tdx(arch, settings.cpu_mode, domains):
         return None
     slots = tdx_slots(cgroup_capacity(reader, warn), settings.num_guests, warn)
     return MemEncryption(INTEL_TDX, slots, TRAITS[INTEL_TDX]) if slots > 0 else None

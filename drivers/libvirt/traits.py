@@ -108,6 +108,8 @@ class DomainCapabilities:
         tpm_versions: ``<enum name='backendVersion'>`` values, or None when
             libvirt does not list them (before 8.6.0: nova then assumes both).
         secure_boot: ``<os><loader>`` offers ``<enum name='secure'>`` ``yes``.
+        tdx_supported: ``<features><tdx supported='yes'>`` (nova's
+            ``LibvirtConfigDomainCapsFeatureTDX``; Intel TDX, :mod:`.tdx`).
     """
 
     arch: str
@@ -119,6 +121,7 @@ class DomainCapabilities:
     tpm_backend_models: frozenset[str] = frozenset()
     tpm_versions: frozenset[str] | None = None
     secure_boot: bool = False
+    tdx_supported: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +166,7 @@ def parse_domain_capabilities(text: str) -> DomainCapabilities:
     dev = devices if devices is not None else ET.Element("devices")
     loader = root.find("os/loader")
     tpm = dev.find("tpm")
+    tdx = root.find("features/tdx")
     return DomainCapabilities(
         arch=(root.findtext("arch") or "").strip(),
         machine=(root.findtext("machine") or "").strip(),
@@ -173,6 +177,7 @@ def parse_domain_capabilities(text: str) -> DomainCapabilities:
         tpm_backend_models=_enum(tpm, "backendModel") or frozenset(),
         tpm_versions=_enum(tpm, "backendVersion"),
         secure_boot="yes" in (_enum(loader, "secure") or frozenset()),
+        tdx_supported=tdx is not None and tdx.get("supported") == "yes",
     )
 
 

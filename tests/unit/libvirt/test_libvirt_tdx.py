@@ -21,10 +21,10 @@ from drivers.host.sysfs import SysfsReader
 from drivers.libvirt.tdx import (
     MISC_CAPACITY,
     cgroup_capacity,
-    domain_offers_tdx,
     supports_tdx,
     tdx_slots,
 )
+from drivers.libvirt.traits import parse_domain_capabilities
 from drivers.libvirt.xmlutil import LibvirtXMLError
 from tests.helpers.libvirt_fixtures import (
     allocations_by_name,
@@ -69,6 +69,10 @@ def offered(driver) -> dict[str, tuple[int, str]]:
     return {m.model: (m.slots, m.trait) for m in host.mem_encryption}
 
 
+def domain_offers_tdx(text: str) -> bool:
+    return parse_domain_capabilities(text).tdx_supported
+
+
 def test_the_tdx_feature_is_read_from_the_domain_capabilities():
     assert domain_offers_tdx(DOMCAPS)
     assert not domain_offers_tdx(NO_TDX)
@@ -93,7 +97,8 @@ def test_the_tdx_feature_is_read_from_the_domain_capabilities():
     ],
 )
 def test_each_condition_of_novas_detection(arch, cpu_mode, texts, expected):
-    assert supports_tdx(arch, cpu_mode, texts) is expected
+    domains = [parse_domain_capabilities(t) for t in texts]
+    assert supports_tdx(arch, cpu_mode, domains) is expected
 
 
 @pytest.mark.parametrize(
