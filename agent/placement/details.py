@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 
 from agent.model.exceptions import AgentError
 from agent.model.provider_tree import ProviderTree
@@ -127,11 +127,17 @@ class Vouched:
         """Forget every vouch (the mirror is dropped)."""
         self._since.clear()
 
-    def expired(self, uuids: Iterable[str]) -> set[str]:
-        """Those of ``uuids`` whose vouch is ``refresh_after`` seconds old or more."""
+    def expired(self, tree: ProviderTree) -> set[str]:
+        """The providers of ``tree`` whose vouch is ``refresh_after`` seconds old or more.
+
+        Looks at the vouched providers only (none on a host where nothing moved), so an
+        unchanged cycle pays nothing per provider of the tree.
+        """
         if not self.refresh_after or not self._since:
             return set()
         now = self.clock()
         return {
-            u for u in uuids if u in self._since and now - self._since[u][1] >= self.refresh_after
+            u
+            for u, (_, since) in list(self._since.items())
+            if now - since >= self.refresh_after and tree.exists(u)
         }

@@ -326,7 +326,7 @@ class Mirror:
         if not listing:
             return False
         proven = self._take_expected(mirror, listing)
-        expired = self.vouched.expired(mirror.get_provider_uuids())
+        expired = self.vouched.expired(mirror)
         if not expired and _unchanged(mirror, listing):
             self.trees[nodename] = mirror
             self._remember_custom(mirror)
@@ -336,10 +336,10 @@ class Mirror:
         fresh, stale = self._refreshed(mirror, listing, expired, vouch)
         self.trees[nodename] = fresh
         self._remember_custom(fresh)
-        gone = set(mirror.get_provider_uuids()) - set(fresh.get_provider_uuids())
-        for uuid in gone:
+        before, after = mirror.get_provider_uuids(), fresh.get_provider_uuids()
+        for uuid in set(before) - set(after):
             self.vouched.discard(uuid)
-        if stale or gone or fresh.get_provider_uuids() != mirror.get_provider_uuids():
+        if stale or after != before:
             self.save(nodename)
         return True
 
