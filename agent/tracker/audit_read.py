@@ -37,6 +37,7 @@ from agent.placement.report import ReportClient
 from agent.state.store import StateStore
 from agent.tracker.consumer_record import ConsumerRecord
 from agent.tracker.own_writes import OwnWrites
+from agent.tracker.vouch import AllocationVouch
 
 LOG = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ def refresh(
     sharing: str | None = None,
     created: Iterable[str] = (),
     tree: Iterable[str] = (),
-    prefetched: Mapping[str, ProviderAllocations] | None = None,
+    earlier: AllocationVouch | None = None,
 ) -> AuditView:
     """Read what the module docstring says must be read this cycle.
 
@@ -106,8 +107,8 @@ def refresh(
         sharing: the shared-storage provider DISK_GB goes to, if any.
         created: providers this cycle's writes created.
         tree: every provider of the node's tree (owned or not).
-        prefetched: ``{provider: allocations}`` read earlier this cycle (while
-            vouching, :mod:`agent.tracker.vouch`): used while its generation holds.
+        earlier: what vouching read this cycle (:mod:`agent.tracker.vouch`): the
+            record, and providers' allocations, used while their generation holds.
 
     Returns:
         An :class:`AuditView` for :meth:`AllocationAudit.reconcile` and for planning.
@@ -115,10 +116,11 @@ def refresh(
         PlacementUnavailable, PlacementError: a read failed (the cycle fails).
     """
     stored = state.consumers(nodename) or {}
-    record = ConsumerRecord.from_json(stored)
+    loaded = earlier.record if earlier is not None else None
+    record = loaded if loaded is not None else ConsumerRecord.from_json(stored)
     view = AuditView(nodename, record, set(owned), stored, frozenset(tree) | set(owned))
     generations = report.provider_generations(nodename)
-    read = _reader(report, view, generations, prefetched or {})
+    read = _reader(report, view, generations, earlier.read if earlier is not None else {})
     new = _owned_only(view, created, generations)
     changed: set[str] | None = set()
     for rp in sorted((cpu_providers & view.owned) - new):

@@ -219,7 +219,7 @@ class ResourceTracker:
             look.sharing,
             node.sync.new,
             tree=tree.get_provider_uuids(),
-            prefetched=vouch.read,
+            earlier=vouch,
         )
         view.produces = look.produces
         listed = self.adapter.list_instances(nodename)

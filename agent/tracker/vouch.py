@@ -77,12 +77,13 @@ class AllocationVouch:
 
     Attributes:
         read: ``{provider: its allocations}`` read while vouching.
+        record: the record, once loaded (the audit's read takes it: not loaded twice).
     """
 
     def __init__(self, report: ReportClient, load: Callable[[], ConsumerRecord]) -> None:
         self.report = report
         self._load = load
-        self._record: ConsumerRecord | None = None
+        self.record: ConsumerRecord | None = None
         self.read: dict[str, ProviderAllocations] = {}
 
     def __call__(self, moved: Mapping[str, int]) -> dict[str, int | None]:
@@ -99,9 +100,9 @@ class AllocationVouch:
         Raises:
             PlacementError, PlacementUnavailable: a read failed.
         """
-        if self._record is None:
-            self._record = self._load()
-        record = self._record
+        if self.record is None:
+            self.record = self._load()
+        record = self.record
         comparable = sorted(
             uuid
             for uuid, generation in moved.items()
