@@ -116,7 +116,7 @@ class NodeViews:
         self.retained: dict[str, set[str]] = {}
         self._asked: set[str] = set()
         # nodename -> the child traits as last stored (loaded on the node's first look).
-        self._stored_traits: dict[str, dict[str, list[str]]] = {}
+        self._stored_traits: dict[str, dict[str, frozenset[str]]] = {}
 
     def look(
         self,
@@ -172,11 +172,11 @@ class NodeViews:
         """Give the adapter the child traits the state directory recorded, once per node."""
         if nodename in self._stored_traits:
             return
-        stored = self.report.state.child_traits(nodename)
+        stored = {u: frozenset(t) for u, t in self.report.state.child_traits(nodename).items()}
         self._stored_traits[nodename] = stored
         memory = self.adapter.child_traits.setdefault(nodename, {})
         for uuid, traits in stored.items():
-            memory.setdefault(uuid, frozenset(traits))
+            memory.setdefault(uuid, traits)
 
     def _save_child_traits(self, nodename: str, tree: ProviderTree) -> None:
         """Record the child traits the layout just laid out, when they changed (before the
@@ -185,10 +185,10 @@ class NodeViews:
         memory = self.adapter.child_traits.setdefault(nodename, {})
         for uuid in set(memory) - set(tree.get_provider_uuids()):
             del memory[uuid]
-        now = {uuid: sorted(traits) for uuid, traits in sorted(memory.items())}
-        if now != self._stored_traits.get(nodename):
-            self.report.state.set_child_traits(nodename, now)
-            self._stored_traits[nodename] = now
+        if memory != self._stored_traits.get(nodename):
+            doc = {uuid: sorted(traits) for uuid, traits in sorted(memory.items())}
+            self.report.state.set_child_traits(nodename, doc)
+            self._stored_traits[nodename] = dict(memory)
 
     def _hypervisor_name(self, nodename: str) -> None:
         """Tell the mirror the hypervisor's name for a single-node host, once (a takeover
