@@ -68,10 +68,17 @@ WINDOWS = Flavor(
 LONDON = Flavor(2, 2048, 10, (("trait:CUSTOM_SITE_LONDON", "required"),))
 
 
-def licensed_host(tmp_path: Path, served, **compute: object) -> Host:
+def provider_config(tmp_path: Path, name: str, text: str) -> Path:
+    """``text`` as provider config file ``name`` in ``tmp_path/provider_config`` (made here)."""
     configs = tmp_path / "provider_config"
-    configs.mkdir()
-    (configs / "licences.yaml").write_text(PROVIDER_YAML)
+    configs.mkdir(exist_ok=True)
+    path = configs / name
+    path.write_text(text)
+    return path
+
+
+def licensed_host(tmp_path: Path, served, **compute: object) -> Host:
+    configs = provider_config(tmp_path, "licences.yaml", PROVIDER_YAML).parent
     return Host(
         tmp_path / "a",
         served,
@@ -142,10 +149,8 @@ providers:
 @pytest.mark.parametrize("command", [("discover",), ("run", "--once")])
 def test_a_bad_file_is_refused_in_one_line_naming_it(tmp_path, text, says, command):
     """The driver's class on the device's provider, and a malformed file: exit 2."""
-    configs = tmp_path / "provider_config"
-    configs.mkdir()
-    bad = configs / "bad.yaml"
-    bad.write_text(text)
+    bad = provider_config(tmp_path, "bad.yaml", text)
+    configs = bad.parent
     conf = tmp_path / "agent.conf"
     conf.write_text(
         f"[DEFAULT]\nstate_path = {tmp_path / 'state'}\n"
@@ -236,12 +241,12 @@ def test_a_child_trait_the_agent_no_longer_lays_out_goes_after_a_restart(
     it laid out there. The operator's own trait on the GPU stays either way; without the
     record (``remembered=False``) the agent cannot tell the dropped trait from an
     operator's, and leaves it."""
-    configs = tmp_path / "provider_config"
-    configs.mkdir()
-    tier = configs / "gpu.yaml"
     s = Setup(tmp_path, embedded)  # the node's name, for the file the agent starts with
     gpu_name = f"{s.nodename}_pci_0000_af_00_0"
-    tier.write_text(GPU_TIER_YAML.format(name=gpu_name, traits="CUSTOM_GPU_TIER_GOLD"))
+    tier = provider_config(
+        tmp_path, "gpu.yaml", GPU_TIER_YAML.format(name=gpu_name, traits="CUSTOM_GPU_TIER_GOLD")
+    )
+    configs = tier.parent
     _restart(s, tmp_path, compute={"provider_config_location": str(configs)}, devices=GPUS)
     assert s.cycle(startup=True).ok
     gpu = s.uuid(gpu_name)
@@ -273,10 +278,8 @@ def test_a_reload_with_a_bad_file_keeps_the_running_configuration(tmp_path, serv
         .prefix_instances(str(uuidlib.uuid4())[:-2])
         .write(tmp_path / "host.yaml")
     )
-    configs = tmp_path / "provider_config"
-    configs.mkdir()
-    licences = configs / "licences.yaml"
-    licences.write_text(PROVIDER_YAML)
+    licences = provider_config(tmp_path, "licences.yaml", PROVIDER_YAML)
+    configs = licences.parent
     ini = tmp_path / "c.conf"
     ini.write_text(
         f"[DEFAULT]\nstate_path = {tmp_path / 'state'}\nupdate_interval = 1\n"
