@@ -18,7 +18,8 @@ CASES is JSON, ``{name: {"vcpus", "memory_mb", "root_gb", "extra_specs": {...},
   writes for it, put together as ``_get_guest_config`` does for the parts that bear on
   CPUs and memory: ``<memory>``, ``<vcpu>``, ``_get_guest_numa_config`` (``<cputune>``,
   ``<numatune>``, the guest's NUMA cells), ``_update_guest_cputune``,
-  ``_get_guest_cpu_config`` (``<cpu>`` with its ``<numa>``) and ``_get_guest_config_meta``
+  ``_get_guest_cpu_config`` (``<cpu>`` with its ``<numa>``), ``_get_guest_iothread``
+(``<iothreads>``, which ``<iothreadpin>`` names) and ``_get_guest_config_meta``
   (nova's metadata: the flavor with its extra specs, the image with its properties, the
   owner, the root), plus a root disk.
 
@@ -126,6 +127,7 @@ def _guest(driver: Any, index: int, name: str, case: dict[str, Any]) -> dict[str
     guest.metadata.append(driver._get_guest_config_meta(dmeta))
     driver._update_guest_cputune(guest, flavor)
     guest.cpu = driver._get_guest_cpu_config(flavor, image, numa.numaconfig, topology)
+    guest.iothreads = driver._get_guest_iothread()
     disk = vconfig.LibvirtConfigGuestDisk()
     disk.source_type = "file"
     disk.source_path = f"/var/lib/nova/instances/{uuid}/disk"
