@@ -36,6 +36,7 @@ from tests.helpers.names import unique
 from tests.helpers.nova_guest import OPTIONS
 from tests.helpers.paths import REPO
 from tests.helpers.placement_http import held_by_name
+from tests.helpers.served import ServedPlacement
 from tests.helpers.sync import startup_cycle
 
 REALTIME = {"hw:cpu_policy": "mixed", "hw:cpu_realtime": "yes"}
@@ -94,6 +95,15 @@ def nova() -> dict[str, Any]:
     return json.loads(done.stdout)
 
 
+@pytest.fixture(scope="module")
+def placement(tmp_path_factory) -> ServedPlacement:
+    """One real Placement for the module: every case has its own nodename and consumer."""
+    served = ServedPlacement(tmp_path_factory.mktemp("served"))
+    served.start()
+    yield served
+    served.stop()
+
+
 def _host_file(directory: Path, info: list[Any], domain: str) -> Path:
     """libvirt's test driver host file: nova's fakelibvirt ``getInfo`` and one domain."""
     model, memory_mib, cpus, mhz, nodes, sockets, cores, threads = info
@@ -130,18 +140,18 @@ def _held(base: str, tmp_path: Path, nova: dict[str, Any], case: str, numa: bool
     return name, held_by_name(base, nova["guests"][case]["uuid"])
 
 
-def test_flat_plan_equals_novas_claim(tmp_path, served, nova):
+def test_flat_plan_equals_novas_claim(tmp_path, placement, nova):
     planned, claimed = {}, {}
     for case in FLAT:
-        name, planned[case] = _held(served.url, tmp_path, nova, case, numa=False)
+        name, planned[case] = _held(placement.url, tmp_path, nova, case, numa=False)
         claimed[case] = {name: nova["guests"][case]["claim"]}
     assert planned == claimed
 
 
-def test_numa_plan_equals_novas_cells(tmp_path, served, nova):
+def test_numa_plan_equals_novas_cells(tmp_path, placement, nova):
     planned, claimed = {}, {}
     for case in SPREAD:
-        name, planned[case] = _held(served.url, tmp_path, nova, case, numa=True)
+        name, planned[case] = _held(placement.url, tmp_path, nova, case, numa=True)
         cells = nova["guests"][case]["cells"]
         assert len(cells) == 2, case  # nova spreads each of these guests over two cells
         claimed[case] = {
