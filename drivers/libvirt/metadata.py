@@ -175,9 +175,7 @@ def _nova(elem: ET.Element, what: str) -> InstanceMeta:
         for e in elem.findall(f"{ns}image/{ns}properties/{ns}property")
         if e.get("name")
     }
-    return InstanceMeta(
-        "nova", project_id, user_id, flavor, bfv, name, MappingProxyType(image)
-    )
+    return InstanceMeta("nova", project_id, user_id, flavor, bfv, name, MappingProxyType(image))
 
 
 def read_metadata(domain: ET.Element, what: str) -> InstanceMeta | None:

@@ -12,9 +12,9 @@ from agent.shape.layout import apply_layout
 from agent.shape.planning import plan_allocations
 from agent.shape.policy import LayoutPolicy
 from drivers.records import (
-    GuestCellShare,
     Flavor,
     Gpu,
+    GuestCellShare,
     HostResources,
     Instance,
     Mdev,
