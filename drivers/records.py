@@ -321,6 +321,23 @@ class Flavor:
 
 
 @dataclass(frozen=True, slots=True)
+class GuestCellShare:
+    """What one of a guest's NUMA cells holds of one host cell.
+
+    Attributes:
+        host_cell: the host NUMA cell it is bound to.
+        vcpus: its vCPUs, shared and dedicated.
+        dedicated: of those, the vCPUs on dedicated host CPUs (PCPU).
+        memory_mb: its memory, MiB.
+    """
+
+    host_cell: int
+    vcpus: int
+    dedicated: int
+    memory_mb: int
+
+
+@dataclass(frozen=True, slots=True)
 class Instance:
     """An instance running (or defined) on a node: one Placement consumer.
 
@@ -338,6 +355,10 @@ class Instance:
         mem_encryption: its memory encryption model (``amd_sev`` ... ``intel_tdx``), or "".
         numa_cells: NUMA cells its CPUs and memory are pinned to; empty
             when it has no NUMA affinity.
+        guest_cells: how its own NUMA cells lie on the host's, guest cell 0 first (the
+            libvirt driver: the domain's ``<cpu><numa>``, ``<numatune>`` memnodes and
+            pins); empty when the driver does not know (its CPUs and memory are then
+            split evenly over ``numa_cells``).
         pci_devices: PCI addresses assigned to it (whole devices or VFs).
         mdevs: mdev UUIDs assigned to it.
         name: display name.
@@ -356,3 +377,4 @@ class Instance:
     dedicated_vcpus: int = 0
     emulator_isolated: bool = False
     mem_encryption: str = ""
+    guest_cells: tuple[GuestCellShare, ...] = ()

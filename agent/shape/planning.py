@@ -16,8 +16,13 @@ Rules from resource-providers-allocations.txt, extended to nested providers:
 - One MEM_ENCRYPTION_CONTEXT on its model's provider for a guest with memory
   encryption (:mod:`agent.shape.mem_encryption`).
 
-NUMA rule (sticky): an instance pinned to cells has its CPUs and memory
-split evenly over those cells (the remainder to the lowest-numbered ones).
+NUMA rule (sticky): an instance pinned to cells has its CPUs and memory on
+those cells as its own NUMA cells lie on them (the libvirt driver reads the
+domain's ``<cpu><numa>`` cells, their ``<numatune>`` memnodes and the pins:
+each guest cell's shared vCPUs, dedicated vCPUs and memory on its host cell;
+isolated emulator threads on guest cell 0's host cell, as nova reserves them);
+without that, split evenly over those cells (the remainder to the
+lowest-numbered ones).
 An instance with no NUMA affinity that Placement already holds on cells of
 this node, with its flavor's amounts, stays there as long as it fits: its
 cells keep room for it after the pinned instances and the consumers that are
@@ -226,7 +231,8 @@ class _Planner:
                 self.ledger.take(cid, rc, n)
 
     def by_rule(self, inst: Instance, res: Planned) -> None:
-        """Pinned cells split evenly, else the whole instance on the most free cell."""
+        """Pinned cells as the guest's own cells lie on them (else split evenly), else the
+        whole instance on the most free cell."""
         ledger = self.ledger
         assert ledger is not None
         cells = [c for c in inst.numa_cells if c in ledger.uuids]
@@ -240,14 +246,51 @@ class _Planner:
                 sorted(ledger.uuids),
             )
             cells = []
-        if not cells:
-            cells = [ledger.best_cell(main_cpu_class(inst))]
-        split: dict[int, dict[str, int]] = {c: {} for c in cells}
-        for rc, n in {**cpu_amounts(inst), "MEMORY_MB": inst.flavor.memory_mb}.items():
-            for cid, part in zip(cells, _split(n, len(cells)), strict=True):
-                if part:
-                    split[cid][rc] = part
+        split = self.by_guest_cells(inst) if cells else None
+        if split is None:
+            if not cells:
+                cells = [ledger.best_cell(main_cpu_class(inst))]
+            split = {c: {} for c in cells}
+            for rc, n in {**cpu_amounts(inst), "MEMORY_MB": inst.flavor.memory_mb}.items():
+                for cid, part in zip(cells, _split(n, len(cells)), strict=True):
+                    if part:
+                        split[cid][rc] = part
         self.on_cells(inst, split, res)
+
+    def by_guest_cells(self, inst: Instance) -> dict[int, dict[str, int]] | None:
+        """``inst``'s CPUs and memory per host cell as its own NUMA cells lie on them
+        (:attr:`drivers.records.Instance.guest_cells`): each guest cell's shared vCPUs as
+        VCPU, its dedicated ones as PCPU, its memory as MEMORY_MB, on its host cell; the
+        isolated emulator threads' PCPU on guest cell 0's host cell, where nova reserves
+        it (nova/virt/hardware.py ``numa_fit_instance_to_host``). None when the guest's
+        cells are unknown, name a cell this node does not model, or do not add up to the
+        amounts nova asks for (:func:`cpu_amounts`)."""
+        assert self.ledger is not None
+        guest = inst.guest_cells
+        if not guest or any(g.host_cell not in self.ledger.uuids for g in guest):
+            return None
+        split: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for g in guest:
+            split[g.host_cell]["VCPU"] += g.vcpus - g.dedicated
+            split[g.host_cell]["PCPU"] += g.dedicated
+            split[g.host_cell]["MEMORY_MB"] += g.memory_mb
+        amounts = cpu_amounts(inst)
+        if amounts.get("PCPU", 0) > sum(g.dedicated for g in guest):
+            split[guest[0].host_cell]["PCPU"] += 1  # the emulator threads' own CPU
+        planned = {cid: {rc: n for rc, n in part.items() if n} for cid, part in split.items()}
+        totals = {rc: sum(p.get(rc, 0) for p in planned.values()) for rc in CPU_MEMORY_CLASSES}
+        want = {**amounts, "MEMORY_MB": inst.flavor.memory_mb}
+        if {rc: n for rc, n in totals.items() if n} != {rc: n for rc, n in want.items() if n}:
+            LOG.warning(
+                "instance %s: its NUMA cells hold %s, its flavor asks %s; its CPUs and "
+                "memory are split evenly over cells %s",
+                inst.uuid,
+                totals,
+                want,
+                list(inst.numa_cells),
+            )
+            return None
+        return planned
 
     # -- disk and devices -----------------------------------------------------------
 

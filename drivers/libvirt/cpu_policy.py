@@ -1,23 +1,22 @@
 """Which of a domain's vCPUs are on dedicated host CPUs, and whether its emulator threads are.
 
 nova 34 pins a guest's CPUs in ``<cputune>`` (nova/virt/libvirt/driver.py
-``_get_guest_numa_config``) and records the flavor's extra specs in its
-metadata (``<nova:flavor><nova:extraSpecs><nova:extraSpec name=...>``,
-config.py ``LibvirtConfigGuestMetaNovaFlavorExtraSpecs``). The scheduler's
-translation of the same extra specs (nova/scheduler/utils.py
-``_translate_pinning_policies``; nova/virt/hardware.py
-``get_dedicated_cpu_constraint``, ``get_realtime_cpu_constraint``) decides
-what the instance holds, so the extra specs are read first
-(:mod:`drivers.flavor_specs`).
+``_get_guest_numa_config``): a dedicated vCPU (``hw:cpu_policy=dedicated``, or in a
+mixed guest's dedicated or realtime mask) on one host CPU of ``cpu_dedicated_set``, a
+shared vCPU on its cell's shared CPUs, the emulator threads on the one CPU reserved for
+them (``hw:emulator_threads_policy=isolate``), else on the shared set, or on the
+guest's own (non-realtime) CPUs. The domain says what nova decided, after every rule
+(the image's ``hw_cpu_realtime_mask`` before the flavor's, nova/virt/hardware.py
+``get_realtime_cpu_constraint``), so it is read first: a vCPU whose ``<vcpupin>`` is
+one host CPU outside ``[compute] cpu_shared_set`` is dedicated; the emulator threads
+are isolated when ``<emulatorpin>`` is one host CPU that no vCPU is pinned to and that
+is outside ``cpu_shared_set``.
 
-Where the metadata says nothing (an image's ``hw_cpu_policy``, a domain
-without nova's metadata, nova before it wrote extra specs), the domain's own
-``<cputune>`` decides: a vCPU whose ``<vcpupin>`` is one host CPU outside
-``[compute] cpu_shared_set`` is dedicated (nova pins a mixed guest's shared
-vCPUs to the whole shared set); the emulator threads are isolated when
-``<emulatorpin>`` is one host CPU that no vCPU is pinned to and that is
-outside ``cpu_shared_set`` (nova's ``share`` policy pins them to the shared
-set, or to the guest's own CPUs).
+Where the domain is silent (no ``<vcpupin>``; no ``<emulatorpin>``), nova's rules
+decide from what its metadata records (``<nova:flavor><nova:extraSpecs>`` and
+``<nova:image><nova:properties>``, config.py ``LibvirtConfigGuestMetaNovaFlavor``,
+``LibvirtConfigGuestMetaImage``), as the scheduler reads them
+(:mod:`drivers.flavor_specs`).
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from drivers.flavor_specs import dedicated_vcpus, emulator_isolated
+from drivers.flavor_specs import dedicated_vcpu_set, emulator_isolated
 from drivers.libvirt.xmlutil import LibvirtXMLError
 
 
@@ -34,12 +33,17 @@ class CpuPolicy:
     """How a guest uses host CPUs.
 
     Attributes:
-        dedicated: vCPUs on dedicated host CPUs (PCPU).
+        dedicated_set: vCPUs on dedicated host CPUs (PCPU).
         emulator_isolated: the emulator threads have a dedicated host CPU.
     """
 
-    dedicated: int = 0
+    dedicated_set: frozenset[int] = frozenset()
     emulator_isolated: bool = False
+
+    @property
+    def dedicated(self) -> int:
+        """How many vCPUs are dedicated."""
+        return len(self.dedicated_set)
 
 
 def cpu_policy(
@@ -49,8 +53,9 @@ def cpu_policy(
     specs: Mapping[str, str],
     shared: frozenset[int] | None,
     what: str,
+    image: Mapping[str, str] | None = None,
 ) -> CpuPolicy:
-    """The guest's :class:`CpuPolicy`: the extra specs where they say, else its ``<cputune>``.
+    """The guest's :class:`CpuPolicy`: its ``<cputune>`` where it says, else nova's rules.
 
     Args:
         vcpus: the guest's vCPU count.
@@ -59,23 +64,27 @@ def cpu_policy(
         specs: nova's recorded flavor extra specs (empty when none).
         shared: ``[compute] cpu_shared_set``, or None when unset.
         what: the domain, for messages.
+        image: nova's recorded image properties (empty or None when none).
 
     Raises:
-        LibvirtXMLError: an extra spec mask that does not parse.
+        LibvirtXMLError: an extra spec or image property mask that does not parse,
+            when the domain leaves it to decide.
     """
     shared = shared or frozenset()
-    try:
-        dedicated = dedicated_vcpus(specs, vcpus)
-    except ValueError as exc:
-        raise LibvirtXMLError(what, f"nova:extraSpec {exc}") from None
-    if dedicated is None:
-        dedicated = sum(
-            1
+    if vcpu_pins:
+        dedicated = frozenset(
+            v
             for v in range(vcpus)
             if len(pin := vcpu_pins.get(v, frozenset())) == 1 and not pin & shared
         )
-    isolated = emulator_isolated(specs)
-    if isolated is None:
+    else:
+        try:
+            dedicated = dedicated_vcpu_set(specs, vcpus, image) or frozenset()
+        except ValueError as exc:
+            raise LibvirtXMLError(what, f"nova metadata {exc}") from None
+    if emulator_pin:
         pinned = frozenset().union(*vcpu_pins.values()) if vcpu_pins else frozenset()
         isolated = len(emulator_pin) == 1 and not emulator_pin & (pinned | shared)
-    return CpuPolicy(dedicated, isolated and dedicated > 0)
+    else:
+        isolated = bool(emulator_isolated(specs))
+    return CpuPolicy(dedicated, isolated and bool(dedicated))

@@ -10,7 +10,10 @@ Source: ``virDomainGetXMLDesc`` (format: libvirt's formatdomain.html). Read:
   guests, isolated emulator threads);
 * memory encryption: ``<launchSecurity>`` (:func:`.mem_encryption.guest_model`);
 * NUMA affinity: host cells of ``<numatune><memnode nodeset>`` or, without
-  those, ``<numatune><memory nodeset>``;
+  those, ``<numatune><memory nodeset>``; the guest's own cells
+  (``<cpu><numa><cell id cpus memory unit>``), each with the host cells of its
+  ``<memnode cellid>`` (how nova 34 lays a guest over host cells,
+  ``_get_guest_numa_config``);
 * disks (``device='disk'``): the root disk is the one with the lowest
   ``<boot order>``, else the first; it is a volume when its type is
   ``network`` or ``volume``. Local disks (``file``, ``block``) are measured
@@ -77,6 +80,24 @@ class Disk:
 
 
 @dataclass(frozen=True, slots=True)
+class GuestCell:
+    """One of the guest's NUMA cells (``<cpu><numa><cell>``).
+
+    Attributes:
+        id: the guest cell's ``id``.
+        cpus: its vCPUs (``cpus``).
+        memory_mb: its memory, MiB (rounded up).
+        host_cells: host cells of its ``<numatune><memnode cellid=id nodeset>``;
+            empty when no memnode names it.
+    """
+
+    id: int
+    cpus: frozenset[int]
+    memory_mb: int
+    host_cells: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
 class DomainDef:
     """What one domain's XML says it holds.
 
@@ -98,6 +119,7 @@ class DomainDef:
         emulator_pin: host CPUs of ``<emulatorpin>`` (empty when none).
         mem_encryption: ``amd_sev``, ``amd_sev_es``, ``amd_sev_snp``, another
             ``<launchSecurity type>``, or "".
+        guest_cells: the guest's NUMA cells, by id (empty: it has none).
     """
 
     uuid: str
@@ -115,16 +137,20 @@ class DomainDef:
     vcpu_pins: Mapping[int, frozenset[int]] = field(default_factory=lambda: MappingProxyType({}))
     emulator_pin: frozenset[int] = frozenset()
     mem_encryption: str = ""
+    guest_cells: tuple[GuestCell, ...] = ()
+
+
+def _mib(amount: str | None, unit: str, what: str, field: str) -> int:
+    """``amount`` of ``unit`` (libvirt's units, KiB when none) in MiB, rounded up."""
+    if unit not in _UNIT_KIB:
+        raise LibvirtXMLError(what, f"{field} unit {unit!r} is not a unit libvirt writes")
+    return math.ceil(to_int(amount, what, field) * _UNIT_KIB[unit] / 1024)
 
 
 def _memory_mb(elem: ET.Element | None, what: str) -> int:
     if elem is None:
         raise LibvirtXMLError(what, "no <memory>")
-    unit = elem.get("unit", "KiB")
-    if unit not in _UNIT_KIB:
-        raise LibvirtXMLError(what, f"<memory unit={unit!r}> is not a unit libvirt writes")
-    kib = to_int(elem.text, what, "memory") * _UNIT_KIB[unit]
-    return math.ceil(kib / 1024)
+    return _mib(elem.text, elem.get("unit", "KiB"), what, "memory")
 
 
 def _pci_address(elem: ET.Element, what: str) -> str:
@@ -153,6 +179,31 @@ def _cells(numatune: ET.Element | None, what: str) -> tuple[int, ...]:
         except ValueError as exc:
             raise LibvirtXMLError(what, f"<numatune> nodeset {text!r}: {exc}") from None
     return tuple(sorted(cells))
+
+
+def _guest_cells(root: ET.Element, what: str) -> tuple[GuestCell, ...]:
+    """The guest's NUMA cells with the host cells their ``<memnode>`` binds them to."""
+    memnodes: dict[int, frozenset[int]] = {}
+    for node in root.findall("numatune/memnode"):
+        cell = to_int(node.get("cellid"), what, "memnode cellid")
+        try:
+            memnodes[cell] = parse_cpu_spec(node.get("nodeset", ""))
+        except ValueError as exc:
+            raise LibvirtXMLError(
+                what, f"<memnode cellid={cell}> nodeset {node.get('nodeset')!r}: {exc}"
+            ) from None
+    cells = []
+    for index, elem in enumerate(root.findall("cpu/numa/cell")):
+        cid = to_int(elem.get("id", str(index)), what, "numa cell id")
+        try:
+            cpus = parse_cpu_spec(elem.get("cpus", ""))
+        except ValueError as exc:
+            raise LibvirtXMLError(
+                what, f"<numa><cell id={cid}> cpus {elem.get('cpus')!r}: {exc}"
+            ) from None
+        memory = _mib(elem.get("memory"), elem.get("unit", "KiB"), what, f"numa cell {cid} memory")
+        cells.append(GuestCell(cid, cpus, memory, memnodes.get(cid, frozenset())))
+    return tuple(sorted(cells, key=lambda c: c.id))
 
 
 def _pins(root: ET.Element, what: str) -> tuple[dict[int, frozenset[int]], frozenset[int]]:
@@ -291,4 +342,5 @@ def domain_from_element(root: ET.Element, what: str = "domain") -> DomainDef:
         vcpu_pins=MappingProxyType(pins),
         emulator_pin=emulator,
         mem_encryption=guest_model(root, what),
+        guest_cells=_guest_cells(root, what),
     )

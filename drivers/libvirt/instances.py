@@ -27,7 +27,7 @@ from drivers.libvirt.mem_encryption import TRAITS
 from drivers.libvirt.metadata import InstanceMeta, read_metadata
 from drivers.libvirt.nodedev import HostDevices
 from drivers.libvirt.xmlutil import LibvirtXMLError, parse_xml
-from drivers.records import Flavor, Instance
+from drivers.records import Flavor, GuestCellShare, Instance
 
 GIB = 1024**3
 _KEPT = "its allocation is left as it is until it can be read"
@@ -153,16 +153,51 @@ class InstanceView:
 
     def _cpu_policy(self, ddef: DomainDef, meta: InstanceMeta | None, what: str) -> CpuPolicy:
         """The guest's dedicated vCPUs and emulator threads (:mod:`.cpu_policy`); nova's
-        recorded extra specs are set aside, with a warning, when a mask in them does not parse."""
+        recorded extra specs and image properties are set aside, with a warning, when a
+        mask in them does not parse."""
         flavor = meta.flavor if meta is not None else None
         specs = flavor.extra_specs if flavor is not None else {}
+        image = meta.image_properties if meta is not None else {}
         vcpus = flavor.vcpus if flavor is not None and flavor.vcpus is not None else ddef.vcpus
         pins, emulator = ddef.vcpu_pins, ddef.emulator_pin
         try:
-            return cpu_policy(vcpus, pins, emulator, specs, self.shared_cpus, what)
+            return cpu_policy(vcpus, pins, emulator, specs, self.shared_cpus, what, image)
         except LibvirtXMLError as exc:
             self._warn(f"{exc}; the CPU policy is read from the domain's <cputune>")
             return cpu_policy(vcpus, pins, emulator, {}, self.shared_cpus, what)
+
+    def _guest_cells(
+        self, ddef: DomainDef, policy: CpuPolicy, flavor: Flavor, what: str
+    ) -> tuple[GuestCellShare, ...]:
+        """The guest's NUMA cells on the host's: each guest cell's vCPUs (dedicated ones
+        by ``policy``) and memory on the one host cell its ``<memnode>`` names. Empty when
+        the guest has no cells, or when they do not add up to its flavor or a cell is not
+        bound to exactly one host cell (warned: its CPUs and memory are then split evenly
+        over its host cells)."""
+        cells = ddef.guest_cells
+        if not cells:
+            return ()
+        vcpus = sum(len(c.cpus) for c in cells)
+        memory = sum(c.memory_mb for c in cells)
+        unbound = [c.id for c in cells if len(c.host_cells) != 1]
+        if unbound or vcpus != flavor.vcpus or memory != flavor.memory_mb:
+            why = (
+                f"guest cells {unbound} are not bound to one host cell each by <memnode>"
+                if unbound
+                else f"its NUMA cells hold {vcpus} vCPUs and {memory} MiB, its flavor "
+                f"{flavor.vcpus} and {flavor.memory_mb}"
+            )
+            self._warn(f"{what}: {why}; its CPUs and memory are split evenly over its cells")
+            return ()
+        return tuple(
+            GuestCellShare(
+                host_cell=next(iter(c.host_cells)),
+                vcpus=len(c.cpus),
+                dedicated=len(c.cpus & policy.dedicated_set),
+                memory_mb=c.memory_mb,
+            )
+            for c in cells
+        )
 
     def _domain_exists(self, dom: libvirt.virDomain) -> bool:
         """False when ``dom`` went away since it was listed (then it is gone, not unreadable)."""
@@ -252,6 +287,7 @@ class InstanceView:
             emulator_isolated=policy.emulator_isolated,
             mem_encryption=ddef.mem_encryption if ddef.mem_encryption in TRAITS else "",
             numa_cells=ddef.numa_cells,
+            guest_cells=self._guest_cells(ddef, policy, flavor, what),
             pci_devices=tuple(dict.fromkeys(pci)),
             mdevs=tuple(dict.fromkeys(ddef.mdev_uuids)),
             name=(meta.name if meta and meta.name else ddef.name),

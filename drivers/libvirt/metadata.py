@@ -22,6 +22,9 @@ written by nova's libvirt driver, ``_get_guest_config_meta``)::
       <nova:ephemeral/><nova:vcpus/>
       <nova:extraSpecs><nova:extraSpec name="hw:cpu_policy">mixed</nova:extraSpec>
       </nova:extraSpecs></nova:flavor>
+      <nova:image uuid=><nova:properties>
+        <nova:property name="hw_cpu_realtime_mask">^0-1</nova:property>
+      </nova:properties></nova:image>
       <nova:owner><nova:user uuid=/><nova:project uuid=/></nova:owner>
       <nova:root type="image" uuid=/></nova:instance>
 
@@ -80,6 +83,10 @@ class InstanceMeta:
         flavor: :class:`FlavorMeta`, or None when the metadata has none.
         boot_from_volume: True/False when the metadata says, else None.
         name: the instance's display name, or "".
+        image_properties: the image's properties nova records
+            (``<nova:image><nova:properties><nova:property name=...>``, as nova 34's
+            ``_get_guest_config_meta`` writes them; empty when absent), e.g.
+            ``hw_cpu_realtime_mask``.
     """
 
     source: str
@@ -88,6 +95,7 @@ class InstanceMeta:
     flavor: FlavorMeta | None = None
     boot_from_volume: bool | None = None
     name: str = ""
+    image_properties: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 
 def _nonneg(value: str | None, what: str, field: str) -> int:
@@ -162,7 +170,12 @@ def _nova(elem: ET.Element, what: str) -> InstanceMeta:
         )
     bfv = elem.find(f"{ns}root") is None
     name = (elem.findtext(f"{ns}name") or "").strip()
-    return InstanceMeta("nova", project_id, user_id, flavor, bfv, name)
+    image = {
+        e.get("name", ""): (e.text or "").strip()
+        for e in elem.findall(f"{ns}image/{ns}properties/{ns}property")
+        if e.get("name")
+    }
+    return InstanceMeta("nova", project_id, user_id, flavor, bfv, name, MappingProxyType(image))
 
 
 def read_metadata(domain: ET.Element, what: str) -> InstanceMeta | None:

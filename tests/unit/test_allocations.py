@@ -14,6 +14,7 @@ from agent.shape.policy import LayoutPolicy
 from drivers.records import (
     Flavor,
     Gpu,
+    GuestCellShare,
     HostResources,
     Instance,
     Mdev,
@@ -305,3 +306,38 @@ def test_mixed_instance_on_numa_cells():
     held = {mixed.uuid: {laid_out(policy=numa).data(other).uuid: cells[chosen]}}
     _, again = plan([mixed, split], policy=numa, held=held)
     assert again[mixed.uuid][other] == cells[chosen] and chosen not in again[mixed.uuid]
+
+
+def test_a_guest_over_two_cells_is_planned_as_its_own_cells_lie():
+    """The guest's cells (the libvirt driver: <cpu><numa>, memnodes, pins), not an even
+    split; the isolated emulator threads' PCPU on guest cell 0's host cell (nova's
+    numa_fit_instance_to_host); cells that do not add up fall back to the even split."""
+    numa = replace(POLICY, model_numa=True)
+    flavor = Flavor(4, 2048, 20)
+    shared = inst(
+        1,
+        flavor=flavor,
+        numa_cells=(0, 1),
+        guest_cells=(GuestCellShare(1, 1, 0, 512), GuestCellShare(0, 3, 0, 1536)),
+    )
+    mixed = inst(
+        2,
+        flavor=flavor,
+        numa_cells=(0, 1),
+        dedicated_vcpus=2,
+        emulator_isolated=True,
+        guest_cells=(GuestCellShare(0, 1, 0, 512), GuestCellShare(1, 3, 2, 1536)),
+    )
+    wrong = inst(
+        3,
+        flavor=flavor,
+        numa_cells=(0, 1),
+        guest_cells=(GuestCellShare(0, 1, 0, 512), GuestCellShare(1, 1, 0, 512)),
+    )
+    _, by_name = plan([shared, mixed, wrong], policy=numa)
+    assert by_name[shared.uuid]["cn_NUMA1"] == {"MEMORY_MB": 512, "VCPU": 1}
+    assert by_name[shared.uuid]["cn_NUMA0"] == {"MEMORY_MB": 1536, "VCPU": 3}
+    assert by_name[mixed.uuid]["cn_NUMA0"] == {"MEMORY_MB": 512, "PCPU": 1, "VCPU": 1}
+    assert by_name[mixed.uuid]["cn_NUMA1"] == {"MEMORY_MB": 1536, "PCPU": 2, "VCPU": 1}
+    assert by_name[wrong.uuid]["cn_NUMA0"] == {"MEMORY_MB": 1024, "VCPU": 2}
+    assert by_name[wrong.uuid]["cn_NUMA1"] == {"MEMORY_MB": 1024, "VCPU": 2}

@@ -206,3 +206,31 @@ def test_domain_root_disk_pinning_and_cells():
     assert d.root is not None and d.root.target == "vdb" and d.root.is_volume
     with pytest.raises(LibvirtXMLError, match=r"domain x \(abc\): no vcpu"):
         parse_domain("<domain><name>x</name><uuid>ABC</uuid></domain>")
+
+
+def test_guest_numa_cells_and_nova_image_properties():
+    d = parse_domain(
+        "<domain><name>x</name><uuid>ABC</uuid><memory>2097152</memory><vcpu>4</vcpu>"
+        "<numatune><memnode cellid='0' nodeset='1'/><memnode cellid='1' nodeset='0'/>"
+        "</numatune><cpu><numa><cell id='1' cpus='1-3' memory='1536' unit='MiB'/>"
+        "<cell id='0' cpus='0' memory='524288'/></numa></cpu></domain>"
+    )
+    assert [(c.id, sorted(c.cpus), c.memory_mb, sorted(c.host_cells)) for c in d.guest_cells] == [
+        (0, [0], 512, [1]),
+        (1, [1, 2, 3], 1536, [0]),
+    ]
+    with pytest.raises(LibvirtXMLError, match=r"domain x \(abc\): numa cell 0 memory"):
+        parse_domain(
+            "<domain><name>x</name><uuid>ABC</uuid><memory>1024</memory><vcpu>1</vcpu>"
+            "<cpu><numa><cell id='0' cpus='0' memory='lots'/></numa></cpu></domain>"
+        )
+    nova = (
+        "<nova:instance xmlns:nova='http://openstack.org/xmlns/libvirt/nova/1.1'>"
+        "<nova:image uuid='i1'><nova:properties>"
+        "<nova:property name='hw_cpu_realtime_mask'>^0-1</nova:property>"
+        "</nova:properties></nova:image>"
+        "<nova:owner><nova:user uuid='u1'/><nova:project uuid='p1'/></nova:owner>"
+        "</nova:instance>"
+    )
+    meta = read_metadata(parse_xml(f"<domain><metadata>{nova}</metadata></domain>", "d"), "d")
+    assert meta is not None and dict(meta.image_properties) == {"hw_cpu_realtime_mask": "^0-1"}

@@ -163,11 +163,41 @@ SHARED = frozenset(range(8))
         (1, pins("15"), {15}, {}, (1, False)),  # emulator on the guest's own CPU
         (1, pins("15"), {0, 1, 2, 3, 4, 5, 6, 7}, {}, (1, False)),  # on the shared set
         (2, pins("3", "4"), {5}, {}, (0, False)),  # pinned inside cpu_shared_set: shared
+        # <cputune> first: nova pinned 2 vCPUs (the image's realtime mask ^0-1 won over
+        # the flavor's ^0, which would make 3).
+        (
+            4,
+            pins("0-7", "0-7", "8", "9"),
+            {0, 1, 2, 3, 4, 5, 6, 7},
+            {"hw:cpu_policy": "mixed", "hw:cpu_realtime": "yes", "hw:cpu_realtime_mask": "^0"},
+            (2, False),
+        ),
     ],
 )
 def test_cpu_policy(vcpus, vcpu_pins, emulator, specs, expected):
     got = cpu_policy(vcpus, vcpu_pins, frozenset(emulator), specs, SHARED, "d")
     assert (got.dedicated, got.emulator_isolated) == expected
+
+
+@pytest.mark.parametrize(
+    "specs,image,expected",
+    [
+        # The image's realtime mask before the flavor's (nova's get_realtime_cpu_constraint).
+        ({"hw:cpu_realtime_mask": "^0"}, {"hw_cpu_realtime_mask": "^0-1"}, 2),
+        ({}, {"hw_cpu_realtime_mask": "^0-1"}, 2),
+        ({"hw:cpu_realtime_mask": "^0"}, {}, 3),
+        ({}, {}, 4),  # no mask anywhere: every vCPU realtime
+    ],
+)
+def test_a_silent_domain_takes_the_image_realtime_mask_first(specs, image, expected):
+    specs = {"hw:cpu_policy": "mixed", "hw:cpu_realtime": "yes", **specs}
+    assert cpu_policy(4, {}, frozenset(), specs, SHARED, "d", image).dedicated == expected
+
+
+def test_a_silent_domain_takes_the_images_cpu_policy():
+    """No hw:cpu_policy in the flavor: the image's hw_cpu_policy (get_cpu_policy_constraint)."""
+    image = {"hw_cpu_policy": "dedicated"}
+    assert cpu_policy(2, {}, frozenset(), {}, SHARED, "d", image).dedicated == 2
 
 
 def test_sev_host_tree(tmp_path):
