@@ -51,9 +51,9 @@ class VfPath:
     Attributes:
         address: the function's address.
         path: :data:`PATH_PCI`, :data:`PATH_VGPU` or :data:`PATH_NONE`.
-        offered_as: the class it is counted in (``VGPU``, the spec's
-            ``resource_class``), or None: the layout's default class (PCI path)
-            or not offered.
+        offered_as: the class it is counted in: ``VGPU``, or on the PCI path the
+            spec's ``resource_class`` (upper-case) or ``CUSTOM_PCI_{VENDOR}_{PRODUCT}``
+            of the VFs, as nova's translator names it; None when not offered.
         reason: why, for an operator.
     """
 
@@ -142,13 +142,14 @@ def _pci_path(
         remote_managed=spec.remote_managed,
         live_migratable=spec.live_migratable,
     )
+    ((rc, _traits),) = keys
     for address, s in matched.items():
         reason = (
             f"PCI path: a vendor-VFIO vGPU VF of {gpu.address} that "
             f"{_describe(vfs[address])}; [pci] device_spec {s.text} matches it: counted in "
             f"{gpu.address}'s provider, passed through whole (nova's [pci] alias)"
         )
-        paths[address] = VfPath(address, PATH_PCI, spec.resource_class, reason)
+        paths[address] = VfPath(address, PATH_PCI, rc, reason)
     return record, paths
 
 
