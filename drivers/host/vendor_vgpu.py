@@ -90,6 +90,29 @@ def _spec_key(spec: DeviceSpec, fn: PciFunction) -> tuple[str, frozenset[str]]:
     return rc, frozenset(t.upper() for t in spec.traits)
 
 
+def _warn_contents(
+    gpu: VendorGpu,
+    matched: Mapping[str, DeviceSpec],
+    vfs: Mapping[str, VendorVf],
+    warn: Callable[[str], None],
+) -> None:
+    """Matched VFs holding no vGPU, or holding different types: nova counts them all."""
+    empty = sorted(a for a in matched if vfs[a].current is None)
+    if empty:
+        warn(
+            f"[pci] device_spec matches VFs of GPU {gpu.address} that hold no vGPU "
+            f"(current_vgpu_type 0): {', '.join(empty)}; nova would pass an empty VF to a "
+            "guest: write a type ID to each VF's nvidia/current_vgpu_type, or narrow the spec"
+        )
+    held = sorted({vfs[a].current for a in matched if vfs[a].current is not None})
+    if len(held) > 1:
+        warn(
+            f"[pci] device_spec matches VFs of GPU {gpu.address} holding different vGPU types "
+            f"({', '.join(held)}) under one resource class: a flavor cannot choose the type; "
+            "give each GPU's VFs one type"
+        )
+
+
 def _pci_path(
     gpu: VendorGpu,
     matched: dict[str, DeviceSpec],
@@ -111,20 +134,7 @@ def _pci_path(
             reason = "PCI path refused: the specs matching this GPU's VFs disagree (see log)"
             paths[address] = VfPath(address, PATH_NONE, None, reason)
         return None, paths
-    empty = sorted(a for a in matched if vfs[a].current is None)
-    if empty:
-        warn(
-            f"[pci] device_spec matches VFs of GPU {gpu.address} that hold no vGPU "
-            f"(current_vgpu_type 0): {', '.join(empty)}; nova would pass an empty VF to a "
-            "guest: write a type ID to each VF's nvidia/current_vgpu_type, or narrow the spec"
-        )
-    held = sorted({vfs[a].current for a in matched if vfs[a].current is not None})
-    if len(held) > 1:
-        warn(
-            f"[pci] device_spec matches VFs of GPU {gpu.address} holding different vGPU types "
-            f"({', '.join(held)}) under one resource class: a flavor cannot choose the type; "
-            "give each GPU's VFs one type"
-        )
+    _warn_contents(gpu, matched, vfs, warn)
     spec = next(iter(matched.values()))
     first = functions[min(matched)]
     pf = functions[gpu.address]
