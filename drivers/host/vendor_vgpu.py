@@ -200,18 +200,26 @@ def _vgpu_path(
     paths = {}
     for vf in gpu.vfs:
         offered = (vf.current in types) if vf.current else any(t in vf.creatable for t in types)
-        if offered:
+        if offered and vf.current:
             reason = (
                 f"VGPU path ([devices] vendor_vgpu_inventory): a vendor-VFIO vGPU VF of "
                 f"{gpu.address} that {_describe(vf)}: counted in its VGPU inventory"
             )
-            paths[vf.address] = VfPath(vf.address, PATH_VGPU, "VGPU", reason)
+        elif offered:
+            more = ", ".join(
+                f"{t}: {m.available_instances} more" for t, m in types.items() if t in vf.creatable
+            )
+            reason = (
+                f"VGPU path ([devices] vendor_vgpu_inventory): a free vendor-VFIO vGPU VF of "
+                f"{gpu.address}; its GPU can still create {more} (counted in its VGPU inventory)"
+            )
         else:
             reason = (
                 f"none: a vendor-VFIO vGPU VF of {gpu.address} that {_describe(vf)}; no type "
                 "of [devices] enabled_mdev_types with a known maximum is held or creatable here"
             )
-            paths[vf.address] = VfPath(vf.address, PATH_NONE, None, reason)
+        path, offered_as = (PATH_VGPU, "VGPU") if offered else (PATH_NONE, None)
+        paths[vf.address] = VfPath(vf.address, path, offered_as, reason)
     if not types and not existing:
         return None, paths
     return Gpu(gpu.address, MappingProxyType(types), existing, gpu.numa_node), paths
