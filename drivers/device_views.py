@@ -69,6 +69,9 @@ REASON_IN_USE_BY_HOST = "in-use-by-host"
 """The host uses the function otherwise (a vGPU parent, not also passed through)."""
 REASON_PARENT_NOT_OFFERED = "parent-not-offered"
 """A VF whose PF is not offered."""
+REASON_VENDOR_VGPU_NOT_OFFERED = "vendor-vgpu-not-offered"
+"""A VF (or the GPU) of a vendor-VFIO vGPU GPU offered by neither path: no ``[pci]
+device_spec`` matches it and VGPU is off, or neither path can count it (the reason says)."""
 
 
 def offered_device_views(host: HostResources, name: str) -> tuple[DeviceView, ...]:

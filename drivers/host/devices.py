@@ -20,17 +20,19 @@ from drivers.device_views import (
     REASON_NO_VFS,
     REASON_OFFERED,
     REASON_PARENT_NOT_OFFERED,
+    REASON_VENDOR_VGPU_NOT_OFFERED,
     REASON_VF_OF_OFFERED,
     DeviceView,
 )
 from drivers.host.device_spec import first_match
 from drivers.host.discovery import Discovery
 from drivers.host.mdev import discover_mdevs
-from drivers.host.nvidia import discover_nvidia_vgpus
+from drivers.host.nvidia import read_vendor_gpus
 from drivers.host.pci import PciFunction
 from drivers.host.settings import HostSettings
 from drivers.host.sriov import pf_spec
 from drivers.host.sysfs import SysfsReader
+from drivers.host.vendor_vgpu import PATH_NONE, PATH_VGPU, VfPath
 from drivers.records import Gpu, PciDevice, SriovPF
 
 
@@ -43,10 +45,11 @@ def _supported_types(
     reported already.
     """
     reader = SysfsReader(settings.sysfs_root)
-    gpus: tuple[Gpu, ...] = discover_mdevs(reader, None) + discover_nvidia_vgpus(
-        reader, functions, None
-    )
-    return {g.address: tuple(sorted(g.mdev_types)) for g in gpus}
+    gpus: tuple[Gpu, ...] = discover_mdevs(reader, None)
+    out = {g.address: tuple(sorted(g.mdev_types)) for g in gpus}
+    for vendor in read_vendor_gpus(reader, functions):
+        out[vendor.address] = tuple(sorted(vendor.names()))
+    return out
 
 
 class _Verdict(NamedTuple):
@@ -68,6 +71,20 @@ class _Offered:
     pfs: Mapping[str, SriovPF]
     whole: Mapping[str, PciDevice]
     supported: Mapping[str, tuple[str, ...]]
+    vendor: Mapping[str, VfPath]
+
+
+def _vendor(fn: PciFunction, seen: _Offered) -> _Verdict:
+    """A PF or VF of a vendor-VFIO GPU: the path discovery chose (drivers.host.vendor_vgpu)."""
+    path = seen.vendor[fn.address]
+    if path.path == PATH_NONE:
+        return _Verdict(False, None, REASON_VENDOR_VGPU_NOT_OFFERED, path.reason)
+    offered_as = path.offered_as
+    if path.path != PATH_VGPU and not seen.settings.report_in_placement:
+        # Without [pci] report_in_placement every VF counts as SRIOV_NET_VF (DESIGN.md).
+        offered_as = "SRIOV_NET_VF"
+    kind = REASON_OFFERED if fn.physfn is None else REASON_VF_OF_OFFERED
+    return _Verdict(True, offered_as, kind, path.reason)
 
 
 def _vgpu_parent(fn: PciFunction, seen: _Offered) -> _Verdict:
@@ -104,9 +121,6 @@ def _virtual_function(fn: PciFunction, seen: _Offered) -> _Verdict:
     if fn.physfn in seen.pfs and seen.pfs[fn.physfn].num_vfs:
         reason = f"a VF of {fn.physfn}: counted in its SRIOV_NET_VF inventory"
         return _Verdict(True, "SRIOV_NET_VF", REASON_VF_OF_OFFERED, reason)
-    if fn.nvidia_vgpu and fn.physfn in seen.gpus:
-        reason = f"an NVIDIA vGPU VF of {fn.physfn}: counted in its VGPU inventory"
-        return _Verdict(True, "VGPU", REASON_VF_OF_OFFERED, reason)
     reason = f"a VF of {fn.physfn}, which is not offered"
     return _Verdict(False, None, REASON_PARENT_NOT_OFFERED, reason)
 
@@ -137,6 +151,8 @@ def _whole_device(fn: PciFunction, seen: _Offered) -> _Verdict:
 
 def _verdict(fn: PciFunction, seen: _Offered) -> _Verdict:
     """The rule of the first kind ``fn`` is, in the collectors' order of precedence."""
+    if fn.address in seen.vendor:
+        return _vendor(fn, seen)
     if fn.address in seen.gpus:
         return _vgpu_parent(fn, seen)
     if fn.address in seen.supported:
@@ -166,6 +182,7 @@ def device_views(discovery: Discovery, settings: HostSettings) -> tuple[DeviceVi
         pfs={p.address: p for p in res.sriov_pfs},
         whole={d.address: d for d in res.pci_devices},
         supported=_supported_types(settings, discovery.functions),
+        vendor=discovery.vendor.functions,
     )
     views = []
     for fn in sorted(discovery.functions.values(), key=lambda f: f.address):

@@ -2,25 +2,28 @@
 
 Order matters only for exclusions: GPUs offered as vGPU are found first so
 that a device spec matching them does not offer them a second time as a PCI
-device or SR-IOV PF.
+device or SR-IOV PF; the PFs of vendor-VFIO GPUs (:mod:`drivers.host.vendor_vgpu`)
+are offered by that module alone, through their VFs.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from drivers.host.cpu import CpuInfo, discover_cpus
 from drivers.host.disk import DiskInfo, discover_disk
 from drivers.host.mdev import discover_mdevs
 from drivers.host.memory import MemoryInfo, discover_memory
 from drivers.host.numa import NumaNode, discover_numa, numa_cells
-from drivers.host.nvidia import discover_nvidia_vgpus
+from drivers.host.nvidia import read_vendor_gpus
+from drivers.host.nvml import MaxInstances, NvmlMaxInstances, no_maxima
 from drivers.host.passthrough import discover_passthrough
 from drivers.host.pci import PciFunction, read_pci_functions
 from drivers.host.settings import HostSettings
 from drivers.host.sriov import discover_sriov
 from drivers.host.sysfs import SysfsError, SysfsReader
+from drivers.host.vendor_vgpu import VendorPaths, vendor_paths
 from drivers.records import HostResources
 
 
@@ -36,6 +39,7 @@ class Discovery:
         numa: raw NUMA nodes.
         functions: every PCI function read, by address.
         warnings: one line per file that could not be used.
+        vendor: the path of every function of a vendor-VFIO GPU (``discover --devices``).
     """
 
     resources: HostResources
@@ -45,6 +49,7 @@ class Discovery:
     numa: tuple[NumaNode, ...]
     functions: dict[str, PciFunction]
     warnings: tuple[str, ...]
+    vendor: VendorPaths = field(default_factory=VendorPaths)
 
 
 def check_root(reader: SysfsReader) -> None:
@@ -64,10 +69,18 @@ def check_root(reader: SysfsReader) -> None:
             )
 
 
-def discover_host(settings: HostSettings, reader: SysfsReader | None = None) -> Discovery:
+def discover_host(
+    settings: HostSettings, reader: SysfsReader | None = None, maxima: MaxInstances | None = None
+) -> Discovery:
     """Run every collector against ``reader`` (default: ``settings.sysfs_root``).
 
     Totals are before any ``reserved_host_*`` amount (the layout applies them).
+
+    Args:
+        settings: the host driver's settings.
+        reader: the sysfs reader (default: one on ``settings.sysfs_root``).
+        maxima: vGPU maxima per GPU (:mod:`drivers.host.nvml`); default: NVML on the
+            live host, nothing on a captured tree (NVML would describe this machine).
 
     Raises:
         ConfigError: ``cpu_dedicated_set`` / ``cpu_shared_set`` name CPUs
@@ -83,8 +96,7 @@ def discover_host(settings: HostSettings, reader: SysfsReader | None = None) -> 
     disk = discover_disk(reader, settings.instances_path, settings.shared_storage)
     numa = discover_numa(reader)
     functions = read_pci_functions(reader)
-    enabled = settings.enabled_mdev_types
-    gpus = discover_mdevs(reader, enabled) + discover_nvidia_vgpus(reader, functions, enabled)
+    gpus = discover_mdevs(reader, settings.enabled_mdev_types)
     gpu_addresses = frozenset(g.address for g in gpus)
     for spec in settings.specs:
         for address in sorted(gpu_addresses):
@@ -93,6 +105,14 @@ def discover_host(settings: HostSettings, reader: SysfsReader | None = None) -> 
                     f"[pci] device_spec {spec.text} matches {address}, which is offered as "
                     "vGPU; it is not also offered for passthrough"
                 )
+    vendor_gpus = read_vendor_gpus(reader, functions)
+    if maxima is None and reader.is_live:
+        with NvmlMaxInstances(reader.warn) as nvml:
+            vendor = vendor_paths(vendor_gpus, functions, settings, nvml, reader.warn)
+    else:
+        vendor = vendor_paths(vendor_gpus, functions, settings, maxima or no_maxima, reader.warn)
+    exclude = gpu_addresses | {g.address for g in vendor_gpus}
+    sriov = discover_sriov(functions, settings.specs, exclude) + vendor.sriov_pfs
     resources = HostResources(
         nodename=settings.nodename,
         vcpus=len(cpu.vcpu_ids),
@@ -102,8 +122,9 @@ def discover_host(settings: HostSettings, reader: SysfsReader | None = None) -> 
         shared_storage=disk.shared,
         traits=cpu.traits,
         numa_cells=numa_cells(numa, cpu.vcpu_ids, cpu.pcpu_ids),
-        pci_devices=discover_passthrough(functions, settings.specs, gpu_addresses),
-        sriov_pfs=discover_sriov(functions, settings.specs, gpu_addresses),
-        gpus=tuple(sorted(gpus, key=lambda g: g.address)),
+        pci_devices=discover_passthrough(functions, settings.specs, exclude),
+        sriov_pfs=tuple(sorted(sriov, key=lambda p: p.address)),
+        gpus=tuple(sorted(gpus + vendor.gpus, key=lambda g: g.address)),
     )
-    return Discovery(resources, cpu, memory, disk, numa, functions, tuple(reader.warnings))
+    warnings = tuple(reader.warnings)
+    return Discovery(resources, cpu, memory, disk, numa, functions, warnings, vendor)

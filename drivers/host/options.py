@@ -62,6 +62,29 @@ PCI_OPTS: list[cfg.Opt] = [
     ),
 ]
 
+DEVICES_OPTS: list[cfg.Opt] = [
+    cfg.BoolOpt(
+        "vendor_vgpu_inventory",
+        default=False,
+        help="Report VGPU on GPUs whose vGPUs are made through NVIDIA's vendor-specific "
+        "VFIO framework (no mdev: L40S, H100, H200, RTX PRO 6000 Blackwell on vGPU 17+ and "
+        "kernel 6.8+), for a consumer that creates a vGPU by writing a type ID to a VF's "
+        "nvidia/current_vgpu_type (not nova 34: its libvirt driver creates vGPUs only as "
+        "mdevs, so a VGPU allocation there fails at spawn). The total of a GPU is the VFs "
+        "holding the type plus what can still be created, bounded by the type's maximum "
+        "instances per GPU (NVML, or vendor_vgpu_max_instances). Off: no VGPU on such "
+        "GPUs; nova 34 uses them through [pci] device_spec (see docs/host-driver.md).",
+    ),
+    cfg.DictOpt(
+        "vendor_vgpu_max_instances",
+        default={},
+        help="Maximum instances per GPU of each vendor-VFIO vGPU type, 'nvidia-<ID>:<N>' "
+        "pairs (NVIDIA's vGPU type tables, 'nvidia-smi vgpu -s -v' Max Instances), e.g. "
+        "'nvidia-1428:1,nvidia-1414:7' on an H200. Used over NVML's answer; without "
+        "either, a type gets no VGPU.",
+    ),
+]
+
 GROUP = "host_driver"
 """Group of the host driver's own options. Not ``[host]``: a group of that name
 would shadow ``[DEFAULT] host`` (oslo.config resolves ``conf.host`` to the
@@ -93,5 +116,6 @@ def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
         ("DEFAULT", DEFAULT_OPTS),
         ("compute", COMPUTE_OPTS),
         ("pci", PCI_OPTS),
+        ("devices", DEVICES_OPTS),
         (GROUP, HOST_OPTS),
     ]

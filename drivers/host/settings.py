@@ -10,6 +10,7 @@ from drivers.errors import ConfigError
 from drivers.host.cpu import check_cpu_sets
 from drivers.host.cpuset import parse_cpu_spec
 from drivers.host.device_spec import DeviceSpec, parse_device_specs
+from drivers.host.nvidia import type_number
 from drivers.host.options import GROUP
 
 
@@ -27,6 +28,12 @@ class HostSettings:
         shared_storage: ``[compute] shared_storage``.
         specs: ``[pci] device_spec`` parsed.
         enabled_mdev_types: ``[devices] enabled_mdev_types``.
+        vendor_vgpu_inventory: ``[devices] vendor_vgpu_inventory``: report VGPU on
+            vendor-VFIO GPUs (:mod:`drivers.host.vendor_vgpu`).
+        vendor_vgpu_max_instances: ``[devices] vendor_vgpu_max_instances``:
+            ``(type id, maximum instances per GPU)`` pairs.
+        report_in_placement: ``[pci] report_in_placement`` (what ``discover
+            --devices`` says a VF is counted as).
     """
 
     nodename: str
@@ -38,6 +45,9 @@ class HostSettings:
     shared_storage: bool = False
     specs: tuple[DeviceSpec, ...] = ()
     enabled_mdev_types: tuple[str, ...] = ()
+    vendor_vgpu_inventory: bool = False
+    vendor_vgpu_max_instances: tuple[tuple[str, int], ...] = ()
+    report_in_placement: bool = False
 
 
 def _cpu_option(conf: cfg.ConfigOpts, name: str) -> frozenset[int] | None:
@@ -48,6 +58,28 @@ def _cpu_option(conf: cfg.ConfigOpts, name: str) -> frozenset[int] | None:
         return parse_cpu_spec(text)
     except ValueError as exc:
         raise ConfigError(f"[compute] {name} {text!r}: {exc}") from None
+
+
+def _vendor_maxima(conf: cfg.ConfigOpts) -> tuple[tuple[str, int], ...]:
+    """``[devices] vendor_vgpu_max_instances`` checked: ``nvidia-<ID>`` keys, counts >= 1.
+
+    Raises:
+        ConfigError: naming the entry and the form it must have.
+    """
+    out = []
+    for type_id, raw in sorted(conf.devices.vendor_vgpu_max_instances.items()):
+        try:
+            type_number(type_id)
+            count = int(raw)
+            if count < 1:
+                raise ValueError("the maximum must be 1 or more")
+        except ValueError as exc:
+            raise ConfigError(
+                f"[devices] vendor_vgpu_max_instances {type_id}:{raw}: {exc}; write "
+                "nvidia-<ID>:<max instances per GPU>, e.g. nvidia-1428:1"
+            ) from None
+        out.append((type_id, count))
+    return tuple(out)
 
 
 def settings_from_conf(conf: cfg.ConfigOpts) -> HostSettings:
@@ -80,4 +112,7 @@ def settings_from_conf(conf: cfg.ConfigOpts) -> HostSettings:
         shared_storage=conf.compute.shared_storage,
         specs=specs,
         enabled_mdev_types=tuple(conf.devices.enabled_mdev_types),
+        vendor_vgpu_inventory=conf.devices.vendor_vgpu_inventory,
+        vendor_vgpu_max_instances=_vendor_maxima(conf),
+        report_in_placement=conf.pci.report_in_placement,
     )

@@ -51,7 +51,10 @@ class FakePci:
         mdev_types: type id -> (name, available_instances, device_api).
         mdevs: (uuid, type id) of existing mdevs.
         nvidia_vfs: per VF index: (current type ID, {type ID: name}) — NVIDIA
-            vGPU without mdev.
+            vGPU without mdev (an empty table is written header-only).
+        vf_mdev_types: per VF index: the mdev types that VF offers (an A100's
+            VFs are mdev parents), as ``mdev_types``.
+        vf_mdevs: per VF index: its existing mdevs, as ``mdevs``.
     """
 
     address: str
@@ -71,6 +74,8 @@ class FakePci:
     mdev_types: Mapping[str, tuple[str, int, str]] = field(default_factory=dict)
     mdevs: Sequence[tuple[str, str]] = ()
     nvidia_vfs: Mapping[int, tuple[int, Mapping[int, str]]] = field(default_factory=dict)
+    vf_mdev_types: Mapping[int, Mapping[str, tuple[str, int, str]]] = field(default_factory=dict)
+    vf_mdevs: Mapping[int, Sequence[tuple[str, str]]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -149,20 +154,32 @@ def _pci_function(root: Path, fn: FakePci, physfn: str | None = None) -> None:
                 nv = root / "sys/bus/pci/devices" / vf_address / "nvidia"
                 _write(nv / "creatable_vgpu_types", "\n".join(rows))
                 _write(nv / "current_vgpu_type", str(current))
+            if i in fn.vf_mdev_types:
+                _mdev_parent(root, vf_address, fn.numa, fn.vf_mdev_types[i], fn.vf_mdevs.get(i, ()))
     if fn.mdev_types:
-        m = root / "sys/class/mdev_bus" / fn.address
-        _write(m / "numa_node", str(fn.numa))
-        for type_id, (name, available, api) in fn.mdev_types.items():
-            t = m / "mdev_supported_types" / type_id
-            _write(t / "name", name)
-            _write(t / "available_instances", str(available))
-            _write(t / "device_api", api)
-        for uuid, type_id in fn.mdevs:
-            _link(m / uuid / "mdev_type", f"../mdev_supported_types/{type_id}")
-            _link(
-                root / "sys/bus/mdev/devices" / uuid,
-                f"../../../class/mdev_bus/{fn.address}/{uuid}",
-            )
+        _mdev_parent(root, fn.address, fn.numa, fn.mdev_types, fn.mdevs)
+
+
+def _mdev_parent(
+    root: Path,
+    address: str,
+    numa: int,
+    types: Mapping[str, tuple[str, int, str]],
+    mdevs: Sequence[tuple[str, str]],
+) -> None:
+    m = root / "sys/class/mdev_bus" / address
+    _write(m / "numa_node", str(numa))
+    for type_id, (name, available, api) in types.items():
+        t = m / "mdev_supported_types" / type_id
+        _write(t / "name", name)
+        _write(t / "available_instances", str(available))
+        _write(t / "device_api", api)
+    for uuid, type_id in mdevs:
+        _link(m / uuid / "mdev_type", f"../mdev_supported_types/{type_id}")
+        _link(
+            root / "sys/bus/mdev/devices" / uuid,
+            f"../../../class/mdev_bus/{address}/{uuid}",
+        )
 
 
 def write_sysfs(dest: str | os.PathLike[str], host: FakeHost) -> Path:

@@ -21,6 +21,7 @@ from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import session as ks_session
 from nova import context as nova_context
 from nova import objects
+from nova.pci import request as pci_request
 from nova.scheduler import request_filter
 from nova.scheduler import utils as scheduler_utils
 from nova.scheduler.client import report
@@ -39,7 +40,9 @@ def request_spec(
 ) -> objects.RequestSpec:
     """A boot's request spec: a flavor with ``extra_specs``, an image with ``image_properties``.
 
-    Built by nova's ``RequestSpec.from_components`` (as nova-api builds a boot's).
+    Built by nova's ``RequestSpec.from_components`` (as nova-api builds a boot's), with
+    the flavor's ``pci_passthrough:alias`` turned into PCI requests by nova's
+    ``pci_request.get_pci_requests_from_flavor`` (nova's ``[pci] alias``), as nova-api does.
     """
     flavor = objects.Flavor(
         vcpus=vcpus,
@@ -50,6 +53,7 @@ def request_spec(
         extra_specs=dict(extra_specs),
     )
     props = objects.ImageMetaProps.from_dict(dict(image_properties or {}))
+    pci_requests = pci_request.get_pci_requests_from_flavor(flavor)
     # from_components: nova-api's way to a complete spec (every field set or left blank).
     spec = objects.RequestSpec.from_components(
         nova_context.get_admin_context(),
@@ -57,7 +61,7 @@ def request_spec(
         objects.ImageMeta(properties=props),
         flavor,
         numa_topology=None,
-        pci_requests=None,
+        pci_requests=pci_requests,
         filter_properties={},
         instance_group=None,
         availability_zone=None,

@@ -176,24 +176,41 @@ def test_gpu_host_type_preference(conf_for):
 
 
 def test_nvidia_sriov_vgpu_and_shared_storage(conf_for):
+    """A vendor-VFIO GPU: by default no VGPU (nova 34 cannot use it), said once; a spec
+    naming the GPU itself offers nothing (nova refuses a PF beside its VFs)."""
     conf = conf_for(
         "nvidia-vgpu",
         devices={"enabled_mdev_types": ["nvidia-470"]},
         DEFAULT={"instances_path": "/var/lib/nova/instances"},
         pci={"device_spec": ['{"vendor_id": "10de"}']},
     )
-    tree = tree_of(conf)
-    assert set(tree) == {"cn1", "cn1_pci_0000_41_00_0"}
-    assert tree["cn1_pci_0000_41_00_0"]["inv"] == {"VGPU": 4}
-    assert "DISK_GB" not in tree["cn1"]["inv"]  # nfs4: shared storage (spec 4b)
+    assert set(tree_of(conf)) == {"cn1"}
     d = HostDriver(conf).discover()
-    (gpu,) = d.resources.gpus
-    assert gpu.mdev_types["nvidia-470"].available_instances == 3
+    assert d.resources.gpus == () and d.resources.sriov_pfs == ()
+    assert d.resources.pci_devices == ()
+    assert sum("cannot consume VGPU" in w for w in d.warnings) == 1
+    assert any("matches GPU 0000:41:00.0 itself" in w for w in d.warnings)
+    assert d.disk.fstype == "nfs4" and d.disk.mountpoint == "/var/lib/nova/instances"
+    assert "DISK_GB" not in tree_of(conf)["cn1"]["inv"]  # nfs4: shared storage (spec 4b)
+
+
+def test_nvidia_vendor_vgpu_inventory_is_bounded_by_the_max_per_gpu(conf_for):
+    """With the agent's own option, VGPU = VFs holding the type + what can still be
+    created, bounded by the type's maximum per GPU: 2 here, not the 4 VFs listing it."""
+    conf = conf_for(
+        "nvidia-vgpu",
+        devices={
+            "enabled_mdev_types": ["nvidia-470"],
+            "vendor_vgpu_inventory": True,
+            "vendor_vgpu_max_instances": {"nvidia-470": "2"},
+        },
+    )
+    tree = tree_of(conf)
+    assert tree["cn1_pci_0000_41_00_0"]["inv"] == {"VGPU": 2}
+    (gpu,) = HostDriver(conf).discover().resources.gpus
+    assert gpu.mdev_types["nvidia-470"].available_instances == 1
     assert gpu.mdev_types["nvidia-470"].name == "NVIDIA A100-8C"
     assert [(m.uuid, m.type_id) for m in gpu.mdevs] == [("0000:41:00.4", "nvidia-470")]
-    assert d.resources.sriov_pfs == () and d.resources.pci_devices == ()
-    assert any("offered as vGPU" in w for w in d.warnings)
-    assert d.disk.fstype == "nfs4" and d.disk.mountpoint == "/var/lib/nova/instances"
 
 
 def test_shared_storage_forced(conf_for):
