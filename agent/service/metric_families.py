@@ -22,6 +22,7 @@ from prometheus_client import (
 from agent.model import ownership
 from agent.model.exceptions import AgentError
 from agent.model.provider_tree import ProviderTree
+from agent.model.yields import KINDS
 from agent.shape.layout import OWNER_TRAIT
 from agent.tracker.consumer_record import State
 
@@ -133,6 +134,14 @@ class CycleMetrics:
             ["nodename"],
             registry=r,
         )
+        self.yielded_fields = Gauge(
+            "compute_agent_yielded_fields",
+            "Fields of a node's providers the agent yields to another writer that changed "
+            "them back (by kind: inventory, trait, aggregate); written again only when the "
+            "agent's own value changes.",
+            ["nodename", "kind"],
+            registry=r,
+        )
 
     def observe(self, outcome: CycleOutcome, fatal: bool = False) -> None:
         """Record one cycle's outcome, node by node."""
@@ -154,6 +163,9 @@ class CycleMetrics:
                 self.allocation_drift.labels(node.nodename).set(len(node.drift))
                 for state, count in consumer_counts(node.consumers).items():
                     self.consumers.labels(node.nodename, state).set(count)
+                for kind in KINDS:
+                    count = sum(1 for y in node.sync.yielded if y["kind"] == kind)
+                    self.yielded_fields.labels(node.nodename, kind).set(count)
             if node.sync.reshaped:
                 self.reshapes.labels(node.nodename).inc()
 
