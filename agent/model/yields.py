@@ -148,6 +148,8 @@ class FieldLedger:
     ) -> None:
         self.written = written or {}
         self.yielded = yielded or {}
+        # The contested ones of written, kept apart: reviewed every flush, unlike the rest.
+        self._contested = {k for k, w in self.written.items() if w.contested}
         self.started: list[Yielded] = []
         self.ended: list[tuple[Yielded, str]] = []
         self.dirty = False
@@ -180,9 +182,15 @@ class FieldLedger:
                 else f"the agent now wants {show_value(key.kind, wanted)}: it writes it once"
             )
             self.ended.append((current, why))
-        if wanted == held:
-            return False
         last = self.written.get(key)
+        if wanted == held:
+            if last is not None and last.value != wanted:
+                # The agent came round to the held value: the fight is over, and a
+                # later change of its mind writes once again.
+                del self.written[key]
+                self._contested.discard(key)
+                self.dirty = True
+            return False
         if last is not None and last.contested and last.value == wanted:
             started = Yielded(key, name, wanted, held)
             self.yielded[key] = started
@@ -200,14 +208,22 @@ class FieldLedger:
         """
         last = self.written.get(key)
         own = last is not None and last.value == held
-        self.written[key] = Written(value, contested=not (new_provider or own))
+        contested = not (new_provider or own)
+        self.written[key] = Written(value, contested)
+        (self._contested.add if contested else self._contested.discard)(key)
         self.dirty = True
+
+    def watched(self) -> set[FieldKey]:
+        """The fields reviewed even when the layout and Placement agree: those yielded, and
+        those the agent wrote over another writer's value (few)."""
+        return set(self.yielded) | self._contested
 
     def keep_providers(self, providers: Iterable[str]) -> None:
         """Forget the fields of every provider not in ``providers`` (removed from the tree)."""
         keep = set(providers)
         for key in [k for k in self.written if k.provider not in keep]:
             del self.written[key]
+            self._contested.discard(key)
             self.dirty = True
         for key in [k for k in self.yielded if k.provider not in keep]:
             del self.yielded[key]

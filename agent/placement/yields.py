@@ -79,15 +79,16 @@ def settle(
     Returns:
         True when ``wanted`` was edited (diff it again).
     """
+    watched = ledger.watched()
     uuids = dict.fromkeys(providers)
-    uuids.update(dict.fromkeys(k.provider for k in ledger.yielded))
+    uuids.update(dict.fromkeys(k.provider for k in sorted(watched)))
     edited = False
     for uuid in uuids:
         if not (held.exists(uuid) and wanted.exists(uuid)):
             continue
-        edited |= _settle_inventory(ledger, held, wanted, uuid)
+        edited |= _settle_inventory(ledger, held, wanted, uuid, watched)
         for attr in SET_KINDS:
-            edited |= _settle_set(ledger, held, wanted, uuid, attr)
+            edited |= _settle_set(ledger, held, wanted, uuid, attr, watched)
     if log:
         for y in ledger.started:
             LOG.warning(
@@ -105,7 +106,7 @@ def settle(
 
 
 def _settle_inventory(
-    ledger: FieldLedger, held: ProviderTree, wanted: ProviderTree, uuid: str
+    ledger: FieldLedger, held: ProviderTree, wanted: ProviderTree, uuid: str, watched: set[FieldKey]
 ) -> bool:
     old, new = held.data(uuid).inventory, wanted.data(uuid).inventory
     name = held.data(uuid).name
@@ -115,7 +116,7 @@ def _settle_inventory(
     for rc in sorted(classes):
         key = FieldKey(uuid, INVENTORY, rc)
         was, want = _record(old.get(rc)), _record(new.get(rc))
-        if was == want and key not in ledger.yielded:
+        if was == want and key not in watched:
             continue
         if ledger.review(key, name, want, was):
             kept = True
@@ -129,13 +130,18 @@ def _settle_inventory(
 
 
 def _settle_set(
-    ledger: FieldLedger, held: ProviderTree, wanted: ProviderTree, uuid: str, attr: str
+    ledger: FieldLedger,
+    held: ProviderTree,
+    wanted: ProviderTree,
+    uuid: str,
+    attr: str,
+    watched: set[FieldKey],
 ) -> bool:
     kind = SET_KINDS[attr]
     old, new = getattr(held.data(uuid), attr), getattr(wanted.data(uuid), attr)
     name = held.data(uuid).name
     members = set(old ^ new)
-    members.update(k.key for k in ledger.yielded if (k.provider, k.kind) == (uuid, kind))
+    members.update(k.key for k in watched if (k.provider, k.kind) == (uuid, kind))
     target = set(new)
     for member in sorted(members):
         if ledger.review(FieldKey(uuid, kind, member), name, member in new, member in old):
@@ -154,15 +160,16 @@ def settled_diff(
     ledger: FieldLedger, mirror: ProviderTree, new_tree: ProviderTree, root: str, reshape: bool
 ) -> TreeDiff:
     """What differs between ``mirror`` and ``new_tree`` under ``root`` once yielded fields took
-    the held value (:func:`settle`); the ledger forgets providers gone from the tree. A
+    the held value (:func:`settle`); the ledger forgets the providers it removes. A
     reshape writes the layout whole (the agent's own configuration changed the tree's shape).
     """
     diff = diff_trees(mirror, new_tree, root)
     if reshape:
         return diff
-    ledger.keep_providers(new_tree.get_provider_uuids(root))
+    if diff.removed:  # the fields of a provider the agent removes are nobody's to fight over
+        ledger.keep_providers(new_tree.get_provider_uuids(root))
     changed = [*diff.inventory, *diff.traits, *diff.aggregates]
-    if (changed or ledger.yielded) and settle(ledger, mirror, new_tree, changed):
+    if (changed or ledger.watched()) and settle(ledger, mirror, new_tree, changed):
         diff = diff_trees(mirror, new_tree, root)
     return diff
 
