@@ -5,8 +5,9 @@ nova-compute's resource tracker is the other writer in mind
 refreshed, each claim writes the compute node's inventory as a whole set
 (``SchedulerReportClient.set_inventory_for_provider``: ``PUT .../inventories``
 with the VCPU, PCPU, MEMORY_MB and DISK_GB records its own nova.conf gives:
-``reserved_host_memory_mb`` is MEMORY_MB's ``reserved``) and its traits as a whole set (``set_traits_for_provider``: the libvirt
-driver sets or clears every CPU trait of its map, and clears
+``reserved_host_memory_mb`` is MEMORY_MB's ``reserved``) and its traits as a
+whole set (``set_traits_for_provider``: the libvirt driver sets or clears
+every CPU trait of its map, and clears
 ``HW_CPU_X86_SSE3`` because it looks for ``sse3`` where libvirt says ``pni``).
 Here it is played through plain HTTP to the session's real Placement, with
 exactly those two writes: MEMORY_MB reserved 4096 where the agent's
@@ -191,7 +192,7 @@ def test_a_change_of_the_host_writes_the_field_once_again(tmp_path, embedded, ca
 
 
 def test_an_operators_trait_is_kept_and_never_yielded(tmp_path, embedded):
-    """The operator adds, removes and adds again a trait of their own: the agent writes none of it."""
+    """An operator adds, removes and adds again a trait of their own: the agent writes none."""
     s, root = sse3_host(tmp_path, embedded)
     for change in ({"add": {OPERATOR}}, {"remove": {OPERATOR}}, {"add": {OPERATOR}}):
         set_traits(s.base, root, **change)
