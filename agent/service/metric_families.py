@@ -127,21 +127,7 @@ class CycleMetrics:
             ["nodename", "state"],
             registry=r,
         )
-        self.allocation_drift = Gauge(
-            "compute_agent_allocation_drift",
-            "Instances whose allocation on a node differs from the agent's plan "
-            "(reported, rewritten only with rewrite_differing_allocations).",
-            ["nodename"],
-            registry=r,
-        )
-        self.yielded_fields = Gauge(
-            "compute_agent_yielded_fields",
-            "Fields of a node's providers the agent yields to another writer that changed "
-            "them back (by kind: inventory, trait, aggregate); written again only when the "
-            "agent's own value changes.",
-            ["nodename", "kind"],
-            registry=r,
-        )
+        self.allocation_drift, self.yielded_fields = _disagreements(r)
 
     def observe(self, outcome: CycleOutcome, fatal: bool = False) -> None:
         """Record one cycle's outcome, node by node."""
@@ -168,6 +154,26 @@ class CycleMetrics:
                     self.yielded_fields.labels(node.nodename, kind).set(count)
             if node.sync.reshaped:
                 self.reshapes.labels(node.nodename).inc()
+
+
+def _disagreements(r: CollectorRegistry) -> tuple[Gauge, Gauge]:
+    """What the agent reports and does not write: allocation drift, fields yielded."""
+    drift = Gauge(
+        "compute_agent_allocation_drift",
+        "Instances whose allocation on a node differs from the agent's plan "
+        "(reported, rewritten only with rewrite_differing_allocations).",
+        ["nodename"],
+        registry=r,
+    )
+    yielded = Gauge(
+        "compute_agent_yielded_fields",
+        "Fields of a node's providers the agent yields to another writer that changed "
+        "them back (by kind: inventory, trait, aggregate); written again only when the "
+        "agent's own value changes.",
+        ["nodename", "kind"],
+        registry=r,
+    )
+    return drift, yielded
 
 
 def consumer_counts(consumers: list[dict[str, str]]) -> dict[str, int]:

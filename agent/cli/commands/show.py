@@ -19,7 +19,7 @@ from agent.placement.connect import placement_client
 from agent.placement.report import ReportClient
 from agent.placement.yields import settle
 from agent.service.exit_codes import EXIT_DRIFT, EXIT_OK
-from agent.shape.adapter import adapt
+from agent.shape.adapter import DriverAdapter, adapt
 from agent.state.store import StateStore
 from agent.tracker.consumer_record import ConsumerRecord
 from drivers import load_driver
@@ -119,6 +119,19 @@ def _print_consumers(out: Output, consumers: list[dict[str, str]], audited: bool
             )
 
 
+def _differences(
+    driver: DriverAdapter, state: StateStore, nodename: str, held: ProviderTree
+) -> tuple[list[str], list[Yielded]]:
+    """The drift lines between ``held`` and the driver's layout, and the fields yielded."""
+    desired = held.copy()
+    try:
+        driver.update_provider_tree(desired, nodename)
+    except ReshapeNeeded as exc:
+        return [f"a reshape is needed: {exc}"], []
+    yielded = yielded_fields(state, nodename, held, desired)
+    return drift_lines(held, desired), yielded
+
+
 def run(args: argparse.Namespace) -> int:
     """Print each node's providers from Placement, then the drift."""
     conf = load_conf(args)
@@ -140,14 +153,7 @@ def run(args: argparse.Namespace) -> int:
                 drift = True
                 continue
             usages = {u: endpoints.get_usages(client, u) for u in held.get_provider_uuids()}
-            desired = held.copy()
-            yielded: list[Yielded] = []
-            try:
-                driver.update_provider_tree(desired, nodename)
-                yielded = yielded_fields(state, nodename, held, desired)
-                lines = drift_lines(held, desired)
-            except ReshapeNeeded as exc:
-                lines = [f"a reshape is needed: {exc}"]
+            lines, yielded = _differences(driver, state, nodename, held)
             consumers = consumer_states(state, nodename)
             drifting = [c for c in consumers if c["drift"]]
             drift = drift or bool(lines) or bool(drifting) or bool(yielded)
