@@ -25,6 +25,7 @@ yielded (the agent never writes it).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import Counter
 from pathlib import Path
@@ -89,6 +90,18 @@ def set_traits(base: str, root: str, remove: set[str] = set(), add: set[str] = s
 
 def memory(s: Setup, root: str) -> dict[str, int]:
     return http_get(s.base, f"/resource_providers/{root}/inventories")["inventories"]["MEMORY_MB"]
+
+
+def memory_record(reserved: int) -> dict[str, float]:
+    """big-host's MEMORY_MB record with ``reserved``."""
+    return {
+        "total": 786432,
+        "reserved": reserved,
+        "min_unit": 1,
+        "max_unit": 786432,
+        "step_size": 1,
+        "allocation_ratio": 1.0,
+    }
 
 
 def traits(s: Setup, root: str) -> set[str]:
@@ -250,6 +263,13 @@ def test_fields_changed_back_are_yielded_and_say_so(tmp_path, embedded, caplog, 
     assert "no drift" not in out and "Placement has" not in out  # yielded, not drift as well
     assert show(s, tmp_path, "--check") == EXIT_DRIFT
     capsys.readouterr()
+    assert show(s, tmp_path, "--format", "json") == 0
+    (node,) = json.loads(capsys.readouterr().out)["nodes"]
+    assert sorted((y["kind"], y["key"], y["agent"], y["other"]) for y in node["yielded"]) == [
+        ("inventory", "MEMORY_MB", memory_record(512), memory_record(NOVA_RESERVED)),
+        ("trait", SSE3, True, False),
+    ]
+    assert node["drift"] == []
 
     # A restarted agent does not start the fight again, nor say it again.
     restart(s, tmp_path)
