@@ -9,9 +9,10 @@ with the VCPU, PCPU, MEMORY_MB and DISK_GB records its own nova.conf gives:
 whole set (``set_traits_for_provider``: the libvirt driver sets or clears
 every CPU trait of its map, and clears
 ``HW_CPU_X86_SSE3`` because it looks for ``sse3`` where libvirt says ``pni``).
-Here it is played through plain HTTP to the session's real Placement, with
-exactly those two writes: MEMORY_MB reserved 4096 where the agent's
-configuration says 512, and ``HW_CPU_X86_SSE3`` cleared.
+Here nova's own ``SchedulerReportClient`` and ``ProviderTree`` make those
+writes on the session's real Placement (the driver's part is two edits of
+the tree): MEMORY_MB reserved 4096 where the agent's configuration says 512,
+and ``HW_CPU_X86_SSE3`` cleared. An operator is played through plain HTTP.
 
 The agent (fake driver, examples/big-host.yaml flat, its own state directory)
 undoes the first change of each field, as it undoes any out-of-band change;
@@ -25,6 +26,7 @@ yielded (the agent never writes it).
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 from collections import Counter
@@ -42,8 +44,9 @@ from agent.state.store import StateStore
 from agent.tracker.cycle import ResourceTracker
 from agent.tracker.outcome import CycleOutcome
 from drivers.fake import FakeDriver
+from tests.helpers.nova_client import Nova
 from tests.helpers.placement_http import call, http_get
-from tests.helpers.tracker import Setup
+from tests.helpers.tracker import PROJECT, USER, Setup
 
 SSE3 = "HW_CPU_X86_SSE3"
 OPERATOR = "CUSTOM_RACK_7"
@@ -54,22 +57,20 @@ NOVA_RESERVED = 4096
 FLAT = {"numa": {"model_in_placement": False}}
 
 
-def nova_writes(base: str, root: str) -> None:
-    """What nova-compute's claim writes where it disagrees: the whole inventory set with its
-    MEMORY_MB reserved, then the whole trait set without ``HW_CPU_X86_SSE3``."""
-    held = http_get(base, f"/resource_providers/{root}/inventories")
-    inventories = held["inventories"]
-    inventories["MEMORY_MB"] = {**inventories["MEMORY_MB"], "reserved": NOVA_RESERVED}
-    call(
-        base,
-        "PUT",
-        f"/resource_providers/{root}/inventories",
-        {
-            "resource_provider_generation": held["resource_provider_generation"],
-            "inventories": inventories,
-        },
-    )
-    set_traits(base, root, remove={SSE3})
+def nova_writes(s: Setup, root: str) -> None:
+    """What nova-compute's claim writes where it disagrees, by nova's own code: its report
+    client reads the tree (its cache expired, as for a claim 300 s after the last one), the
+    driver's part sets the compute node's whole inventory with nova.conf's MEMORY_MB
+    ``reserved`` and its traits without ``HW_CPU_X86_SSE3`` (as the libvirt driver's
+    ``update_provider_tree`` does), and ``update_from_provider_tree`` writes what differs."""
+    nova = Nova(s.base, PROJECT, USER)
+    tree = nova.client.get_provider_subtree_and_ensure_root(nova.context, root, name=s.nodename)
+    inventory = copy.deepcopy(tree.data(root).inventory)
+    inventory["MEMORY_MB"]["reserved"] = NOVA_RESERVED
+    tree.update_inventory(s.nodename, inventory)
+    tree.update_traits(s.nodename, set(tree.data(root).traits) - {SSE3})
+    nova.client.update_from_provider_tree(nova.context, tree)
+    assert nova.refused == []
 
 
 def set_traits(base: str, root: str, remove: set[str] = set(), add: set[str] = set()) -> None:  # noqa: B006
@@ -168,7 +169,7 @@ def test_a_change_of_the_host_writes_the_field_once_again(tmp_path, embedded, ca
     s, root = sse3_host(tmp_path, embedded)
     caplog.set_level(logging.INFO)
     for _ in range(2):
-        nova_writes(s.base, root)
+        nova_writes(s, root)
         assert s.cycle().ok
     assert len(s.cycle().nodes[0].sync.yielded) == 2
 
@@ -181,7 +182,7 @@ def test_a_change_of_the_host_writes_the_field_once_again(tmp_path, embedded, ca
     assert memory(s, root)["total"] == 774144 and memory(s, root)["reserved"] == 512
     assert [y["key"] for y in outcome.nodes[0].sync.yielded] == [SSE3]
     # Changed back once more: yielded at once, no second write.
-    nova_writes(s.base, root)
+    nova_writes(s, root)
     for _ in range(2):
         counts, outcome = s.counted_cycle()
         assert writes(counts) == {}
@@ -227,7 +228,7 @@ def test_fields_changed_back_are_yielded_and_say_so(tmp_path, embedded, caplog, 
     caplog.set_level(logging.INFO)
 
     # The other writer's first change: undone once, as any out-of-band change.
-    nova_writes(s.base, root)
+    nova_writes(s, root)
     counts, outcome = s.counted_cycle()
     assert outcome.ok
     assert writes(counts) == {
@@ -238,7 +239,7 @@ def test_fields_changed_back_are_yielded_and_say_so(tmp_path, embedded, caplog, 
     assert outcome.nodes[0].sync.yielded == []
 
     # It changes them back: the agent yields both, and says so once.
-    nova_writes(s.base, root)
+    nova_writes(s, root)
     for _ in range(3):
         counts, outcome = s.counted_cycle()
         assert outcome.ok and writes(counts) == {}, counts
