@@ -29,6 +29,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -203,6 +204,27 @@ def test_a_change_of_the_host_writes_the_field_once_again(tmp_path, embedded, ca
     counts, outcome = s.counted_cycle()
     assert writes(counts) == {("PUT", "/resource_providers/{uuid}/traits"): 1}
     assert SSE3 in traits(s, root)
+
+
+def test_over_novas_value_the_first_change_back_is_yielded(tmp_path, embedded):
+    """The agent's first write of the fields is over nova's values (an agent that takes a
+    provider over, here one whose record of its writes is lost): nova's first change back
+    is yielded, one write by the agent in all."""
+    s, root = sse3_host(tmp_path, embedded)
+    shutil.rmtree(tmp_path / "state" / "fields")
+    restart(s, tmp_path)
+    nova_writes(s, root)
+    counts, outcome = s.counted_cycle()
+    assert writes(counts) == {
+        ("PUT", "/resource_providers/{uuid}/inventories"): 1,
+        ("PUT", "/resource_providers/{uuid}/traits"): 1,
+    }
+    nova_writes(s, root)
+    for _ in range(2):
+        counts, outcome = s.counted_cycle()
+        assert outcome.ok and writes(counts) == {}, counts
+    assert len(outcome.nodes[0].sync.yielded) == 2
+    assert memory(s, root)["reserved"] == NOVA_RESERVED and SSE3 not in traits(s, root)
 
 
 def test_an_operators_trait_is_kept_and_never_yielded(tmp_path, embedded):
