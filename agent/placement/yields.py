@@ -66,7 +66,11 @@ def settle(
     providers: Iterable[str],
     log: bool = True,
 ) -> bool:
-    """Review the fields of ``providers`` and every yielded one; yielded fields take the held value.
+    """Review the fields of ``providers`` and the watched ones; yielded fields take the held value.
+
+    Watched (:meth:`FieldLedger.watched`): those yielded and those the agent
+    wrote over another writer's value, reviewed even where nothing differs, so
+    a yield ends and a fight is forgotten when the agent comes round.
 
     Args:
         ledger: the node's ledger (updated: yields begun or ended).
