@@ -157,7 +157,9 @@ class ReportClient:
         Returns:
             A :class:`SyncResult`. Writes that Placement refuses for one
             provider (e.g. inventory in use) are logged and listed in
-            ``errors``; the rest of the tree is still written.
+            ``errors``; the rest of the tree is still written. Fields yielded
+            to another writer (:mod:`agent.placement.yields`) are left as
+            Placement holds them and listed in ``yielded``.
 
         Raises:
             RootConflict: a root's name is held in Placement by another UUID.
@@ -188,6 +190,10 @@ class ReportClient:
         finally:
             # also after a failure part-way: what was written is in the mirror
             self.mirror.flushed([f.nodename for f in flushes], new_tree)
+            roots = [new_tree.data(u).name for u in new_tree.root_uuids]
+            self.writer.ledgers.save(roots)
+            for name in roots:
+                result.yielded.extend(y.to_json() for y in self.writer.ledgers.of(name).yields())
         return result
 
     # -- allocations --------------------------------------------------------------

@@ -7,7 +7,9 @@ aggregates replaced, providers deleted, in that order (children are created
 after their parent and deleted before it). Each write carries the provider
 generation of the mirror; after a generation conflict the provider is read
 again and the write decided again (:func:`retry_on_conflict`), traits and
-aggregates by a three-way merge so another writer's change survives.
+aggregates by a three-way merge so another writer's change survives. A
+field another writer changed back after the agent overwrote it is yielded:
+left as that writer holds it (:mod:`agent.placement.yields`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from dataclasses import dataclass, field
 from agent.model.names import is_custom
 from agent.model.provider_tree import ProviderTree
 from agent.model.resources import inventory_body
-from agent.model.tree_diff import TreeDiff, diff_trees
+from agent.model.tree_diff import TreeDiff
+from agent.model.yields import FieldLedger
 from agent.placement import endpoints
 from agent.placement.client import PlacementClient
 from agent.placement.conflicts import retry_on_conflict
@@ -28,6 +31,7 @@ from agent.placement.errors import GenerationConflict, InventoryInUse, NotFound,
 from agent.placement.mirror import Mirror, provider_record
 from agent.placement.pool import Pool
 from agent.placement.roots import RootConflict
+from agent.placement.yields import Ledgers, record_inventory, record_set, settled_diff
 
 LOG = logging.getLogger(__name__)
 
@@ -45,6 +49,8 @@ class SyncResult:
         reshaped: True when a ``POST /reshaper`` was sent.
         errors: one line per write that failed and was skipped.
         new: UUIDs of the providers created (no allocation can be on them yet).
+        yielded: the fields yielded to another writer after this flush
+            (``Yielded.to_json``), of every root of the tree.
     """
 
     created: int = 0
@@ -55,6 +61,7 @@ class SyncResult:
     reshaped: bool = False
     errors: list[str] = field(default_factory=list)
     new: list[str] = field(default_factory=list)
+    yielded: list[dict[str, object]] = field(default_factory=list)
 
     def add(self, other: SyncResult) -> None:
         """Count ``other``'s writes and errors in this result too."""
@@ -78,6 +85,7 @@ class Flush:
             of the three-way merges (taken before a re-read moves the mirror on).
         diff: what differs between the mirror and the driver's tree.
         wanted: UUIDs of the root's subtree in the driver's tree.
+        ledger: the root's fields written and yielded (:mod:`agent.placement.yields`).
     """
 
     nodename: str
@@ -85,6 +93,11 @@ class Flush:
     base: ProviderTree
     diff: TreeDiff
     wanted: set[str]
+    ledger: FieldLedger
+
+    def is_new(self, uuid: str) -> bool:
+        """True for a provider nobody but this flush wrote (created by it or by the listing)."""
+        return not self.base.exists(uuid) or not self.base.data(uuid).generation
 
 
 def merge_sets(base: frozenset[str], desired: frozenset[str], fresh: frozenset[str]) -> set[str]:
@@ -135,6 +148,7 @@ class Writer:
         self.conflict_retries = conflict_retries
         self.sleep = sleep
         self.pool = pool or Pool()
+        self.ledgers = Ledgers(mirror.state)
 
     def plan_root(self, new_tree: ProviderTree, root_uuid: str, reshape: bool) -> Flush | None:
         """What to write for one root's subtree of ``new_tree``; None when nothing differs.
@@ -144,7 +158,9 @@ class Writer:
         and a root Placement lacks is created with the tree's UUID. Providers
         to be written whose details are only vouched for are read first
         (:meth:`Mirror.verify`; all of the root's for a reshape, which names
-        every provider with its generation).
+        every provider with its generation). Outside a reshape, fields yielded
+        to another writer take the held value in ``new_tree``
+        (:func:`agent.placement.yields.settle`).
 
         Args:
             reshape: plan even when nothing differs (the reshaper names every provider).
@@ -162,18 +178,19 @@ class Writer:
                 f"root provider {name!r}: Placement holds this name as {held}, the tree "
                 f"gives {root_uuid}; give the provider another name or use {held}"
             )
-        diff = diff_trees(mirror, new_tree, root_uuid)
+        ledger = self.ledgers.of(name)
+        diff = settled_diff(ledger, mirror, new_tree, root_uuid, reshape)
         if not diff and not reshape:
             return None
         # The driver's tree was laid out on this mirror: it stays the merges' base.
         base = mirror.copy()
         writes = mirror.get_provider_uuids(root_uuid) if reshape else _written(diff)
         if self.mirror.verify(mirror, writes):
-            diff = diff_trees(mirror, new_tree, root_uuid)
+            diff = settled_diff(ledger, mirror, new_tree, root_uuid, reshape)
             if not diff and not reshape:
                 return None
         wanted = set(new_tree.get_provider_uuids(root_uuid))
-        return Flush(name, mirror, base, diff, wanted)
+        return Flush(name, mirror, base, diff, wanted, ledger)
 
     def ensure_custom_names(self, tree: ProviderTree) -> None:
         """Create ``tree``'s custom resource classes and traits Placement is not known to hold."""
@@ -215,14 +232,14 @@ class Writer:
             updated = endpoints.update_provider(client, uuid, p.name, p.parent_uuid)
             _move_in_mirror(mirror, uuid, p.name, p.parent_uuid, updated["generation"])
         if not reshaped:
-            each(diff.inventory, lambda u, r: self._write_inventory(mirror, new_tree, u, r))
+            each(diff.inventory, lambda u, r: self._write_inventory(flush, new_tree, u, r))
         base_tree = flush.base
         for kind in ("traits", "aggregates"):
 
             def write_set(uuid: str, r: SyncResult, kind: str = kind) -> None:
                 held = base_tree.data(uuid) if base_tree.exists(uuid) else None
                 base = getattr(held, kind) if held is not None else frozenset()
-                self._write_set(mirror, new_tree, uuid, kind, base, r)
+                self._write_set(flush, new_tree, uuid, kind, base, r)
 
             each(getattr(diff, kind), write_set)
         for uuid in diff.removed:
@@ -239,16 +256,18 @@ class Writer:
         )
 
     def _write_inventory(
-        self, mirror: ProviderTree, new_tree: ProviderTree, uuid: str, result: SyncResult
+        self, flush: Flush, new_tree: ProviderTree, uuid: str, result: SyncResult
     ) -> None:
+        mirror = flush.mirror
         wanted = dict(new_tree.data(uuid).inventory)
         body = inventory_body(wanted)
 
         def write() -> bool:
             if not mirror.has_inventory_changed(uuid, wanted):
                 return False
-            generation = mirror.data(uuid).generation
-            new = endpoints.put_inventories(self.mirror.client, uuid, body, generation)
+            held = mirror.data(uuid)
+            new = endpoints.put_inventories(self.mirror.client, uuid, body, held.generation)
+            record_inventory(flush.ledger, uuid, held.inventory, wanted, flush.is_new(uuid))
             mirror.update_inventory(uuid, wanted, generation=new)
             return True
 
@@ -269,7 +288,7 @@ class Writer:
 
     def _write_set(
         self,
-        mirror: ProviderTree,
+        flush: Flush,
         new_tree: ProviderTree,
         uuid: str,
         kind: str,
@@ -277,6 +296,7 @@ class Writer:
         result: SyncResult,
     ) -> None:
         """Write ``kind`` (``"traits"`` or ``"aggregates"``) of one provider by three-way merge."""
+        mirror = flush.mirror
         desired = frozenset(getattr(new_tree.data(uuid), kind))
 
         def write() -> bool:
@@ -290,6 +310,7 @@ class Writer:
             held, new = endpoints.put_set(
                 self.mirror.client, uuid, kind, sorted(target), generation
             )
+            record_set(flush.ledger, uuid, kind, fresh, held, flush.is_new(uuid))
             update = mirror.update_traits if kind == "traits" else mirror.update_aggregates
             update(uuid, held, generation=new)
             return True

@@ -11,7 +11,8 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2
 EXIT_DRIFT = 3
-"""``show --check``: Placement differs from what the driver reports."""
+"""``show --check``: Placement differs from what the driver reports, or a field is yielded to
+another writer that disagrees (docs/service.md, "When another writer disagrees")."""
 EXIT_RESHAPE_NEEDED = 4
 """The tree must change shape outside start-up: restart the service (it reshapes at start-up)."""
 EXIT_RESHAPE_FAILED = 5

@@ -22,6 +22,7 @@ from prometheus_client import (
 from agent.model import ownership
 from agent.model.exceptions import AgentError
 from agent.model.provider_tree import ProviderTree
+from agent.model.yields import KINDS
 from agent.shape.layout import OWNER_TRAIT
 from agent.tracker.consumer_record import State
 
@@ -126,13 +127,7 @@ class CycleMetrics:
             ["nodename", "state"],
             registry=r,
         )
-        self.allocation_drift = Gauge(
-            "compute_agent_allocation_drift",
-            "Instances whose allocation on a node differs from the agent's plan "
-            "(reported, rewritten only with rewrite_differing_allocations).",
-            ["nodename"],
-            registry=r,
-        )
+        self.allocation_drift, self.yielded_fields = _disagreements(r)
 
     def observe(self, outcome: CycleOutcome, fatal: bool = False) -> None:
         """Record one cycle's outcome, node by node."""
@@ -154,8 +149,31 @@ class CycleMetrics:
                 self.allocation_drift.labels(node.nodename).set(len(node.drift))
                 for state, count in consumer_counts(node.consumers).items():
                     self.consumers.labels(node.nodename, state).set(count)
+                for kind in KINDS:
+                    count = sum(1 for y in node.sync.yielded if y["kind"] == kind)
+                    self.yielded_fields.labels(node.nodename, kind).set(count)
             if node.sync.reshaped:
                 self.reshapes.labels(node.nodename).inc()
+
+
+def _disagreements(r: CollectorRegistry) -> tuple[Gauge, Gauge]:
+    """What the agent reports and does not write: allocation drift, fields yielded."""
+    drift = Gauge(
+        "compute_agent_allocation_drift",
+        "Instances whose allocation on a node differs from the agent's plan "
+        "(reported, rewritten only with rewrite_differing_allocations).",
+        ["nodename"],
+        registry=r,
+    )
+    yielded = Gauge(
+        "compute_agent_yielded_fields",
+        "Fields of a node's providers the agent yields to another writer that changed "
+        "them back (by kind: inventory, trait, aggregate); written again only when the "
+        "agent's own value changes.",
+        ["nodename", "kind"],
+        registry=r,
+    )
+    return drift, yielded
 
 
 def consumer_counts(consumers: list[dict[str, str]]) -> dict[str, int]:

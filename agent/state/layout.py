@@ -41,6 +41,11 @@ CHILD_TRAITS_DIR = "child_traits"
 each child provider (:data:`agent.shape.layout.ChildTraits`): so one it no longer lays
 out is removed after a restart too, while an operator's stays."""
 
+FIELDS_DIR = "fields"
+"""``NODE.json``: the fields of the node's providers the agent wrote (its value, and whether it
+overwrote another writer's) and those it yields to another writer
+(:class:`agent.model.yields.FieldLedger`): so a restarted agent does not start the fight again."""
+
 COPIES: dict[str, tuple[str, ...]] = {CONSUMERS_DIR: (CONSUMERS_COPY_DIR,)}
 """Directories written after a kind's own, in this order."""
 

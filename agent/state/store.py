@@ -43,6 +43,7 @@ from agent.state.layout import (
     CHILD_TRAITS_DIR,
     CONSUMERS_COPY_DIR,
     CONSUMERS_DIR,
+    FIELDS_DIR,
     PLACEMENT_SEEN_DIR,
     node_file,
 )
@@ -338,6 +339,15 @@ class StateStore:
         A failure to write is logged and kept in :attr:`save_error`.
         """
         self._set_record(nodename, record, CHILD_TRAITS_DIR)
+
+    def fields(self, nodename: str) -> dict[str, Any] | None:
+        """The fields of ``nodename``'s tree the agent wrote and yields, or None
+        (``FieldLedger.to_json``'s shape: ``{"written": [...], "yielded": [...]}``)."""
+        return self._node_record(nodename, dict, FIELDS_DIR)
+
+    def set_fields(self, nodename: str, record: dict[str, Any]) -> None:
+        """Record the fields of ``nodename``'s tree the agent wrote and yields (failure: logged)."""
+        self._set_record(nodename, record, FIELDS_DIR)
 
     def consumers(self, nodename: str) -> dict[str, Any] | None:
         """The allocation audit's record of ``nodename``, or None.

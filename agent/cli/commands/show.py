@@ -13,11 +13,13 @@ from agent.cli.render import provider_branch, provider_document
 from agent.model.exceptions import ReshapeNeeded
 from agent.model.provider_tree import ProviderTree
 from agent.model.tree_diff import diff_trees
+from agent.model.yields import FieldLedger, Yielded
 from agent.placement import endpoints
 from agent.placement.connect import placement_client
 from agent.placement.report import ReportClient
+from agent.placement.yields import settle
 from agent.service.exit_codes import EXIT_DRIFT, EXIT_OK
-from agent.shape.adapter import adapt
+from agent.shape.adapter import DriverAdapter, adapt
 from agent.state.store import StateStore
 from agent.tracker.consumer_record import ConsumerRecord
 from drivers import load_driver
@@ -31,12 +33,15 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Placement's view of every node of the configured driver: providers with their "
         "generations, inventories with usage against capacity, traits and aggregates; then "
-        "what differs from what the driver reports now (drift). Writes nothing."
+        "what differs from what the driver reports now (drift), and the fields the agent "
+        "yields to another writer that disagrees. Writes nothing."
     )
     add_config_args(parser)
     add_driver_args(parser)
     parser.add_argument(
-        "--check", action="store_true", help=f"exit {EXIT_DRIFT} when there is drift"
+        "--check",
+        action="store_true",
+        help=f"exit {EXIT_DRIFT} when there is drift or a field is yielded to another writer",
     )
     add_format_arg(parser)
 
@@ -70,6 +75,21 @@ def drift_lines(held: ProviderTree, desired: ProviderTree) -> list[str]:
     return lines
 
 
+def yielded_fields(
+    state: StateStore, nodename: str, held: ProviderTree, desired: ProviderTree
+) -> list[Yielded]:
+    """The fields of ``nodename``'s tree yielded to another writer, as the next cycle sees them.
+
+    Read from the state directory (``fields/NODE.json``) and reviewed against what
+    Placement holds and the driver reports now (:func:`agent.placement.yields.settle`,
+    nothing saved or logged); a yielded field takes the held value in ``desired``,
+    so it is not drift as well.
+    """
+    ledger = FieldLedger.from_json(state.fields(nodename))
+    settle(ledger, held, desired, held.get_provider_uuids(), log=False)
+    return ledger.yields()
+
+
 def consumer_states(state: StateStore, nodename: str) -> list[dict[str, str]]:
     """Each consumer of ``nodename`` with its state and why, as the last audit found it.
 
@@ -99,6 +119,19 @@ def _print_consumers(out: Output, consumers: list[dict[str, str]], audited: bool
             )
 
 
+def _differences(
+    driver: DriverAdapter, state: StateStore, nodename: str, held: ProviderTree
+) -> tuple[list[str], list[Yielded]]:
+    """The drift lines between ``held`` and the driver's layout, and the fields yielded."""
+    desired = held.copy()
+    try:
+        driver.update_provider_tree(desired, nodename)
+    except ReshapeNeeded as exc:
+        return [f"a reshape is needed: {exc}"], []
+    yielded = yielded_fields(state, nodename, held, desired)
+    return drift_lines(held, desired), yielded
+
+
 def run(args: argparse.Namespace) -> int:
     """Print each node's providers from Placement, then the drift."""
     conf = load_conf(args)
@@ -120,15 +153,10 @@ def run(args: argparse.Namespace) -> int:
                 drift = True
                 continue
             usages = {u: endpoints.get_usages(client, u) for u in held.get_provider_uuids()}
-            desired = held.copy()
-            try:
-                driver.update_provider_tree(desired, nodename)
-                lines = drift_lines(held, desired)
-            except ReshapeNeeded as exc:
-                lines = [f"a reshape is needed: {exc}"]
+            lines, yielded = _differences(driver, state, nodename, held)
             consumers = consumer_states(state, nodename)
             drifting = [c for c in consumers if c["drift"]]
-            drift = drift or bool(lines) or bool(drifting)
+            drift = drift or bool(lines) or bool(drifting) or bool(yielded)
             nodes.append(
                 {
                     "nodename": nodename,
@@ -142,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
                         for p in held.all_data()
                     ],
                     "drift": lines,
+                    "yielded": [y.to_json() for y in yielded],
                     "consumers": consumers,
                 }
             )
@@ -152,10 +181,12 @@ def run(args: argparse.Namespace) -> int:
                 provider_branch(held, root, top, usages)
             out.tree(top)
             _print_consumers(out, consumers, state.consumers(nodename) is not None)
-            if not lines and not drifting:
+            if not lines and not drifting and not yielded:
                 out.print("no drift: Placement matches what the driver reports")
             for line in lines:
                 out.print(f"[yellow]drift[/yellow]: {escape(line)}")
+            for y in yielded:
+                out.print(f"[yellow]yielded to another writer[/yellow]: {escape(y.describe())}")
     if as_json:
         out.json({"nodes": nodes, "drift": drift})
     return EXIT_DRIFT if drift and args.check else EXIT_OK
