@@ -1,0 +1,34 @@
+"""``python -m tests.helpers.wsgi_serve MODULE:APP PORT``: serve a WSGI application on loopback.
+
+For the real Keystone and the Keystone-backed Placement of ``tests/helpers/keystone_server.py``:
+a threaded ``wsgiref`` server (one thread per connection), and an empty command line for the
+application (Keystone parses ``sys.argv`` with oslo.config when it loads).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from socketserver import ThreadingMixIn
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def main() -> None:
+    target, port = sys.argv[1], int(sys.argv[2])
+    sys.argv = sys.argv[:1]
+    module, _, name = target.partition(":")
+    app = getattr(importlib.import_module(module), name)
+    make_server("127.0.0.1", port, app, server_class=_Server, handler_class=_Quiet).serve_forever()
+
+
+if __name__ == "__main__":
+    main()
