@@ -2,8 +2,8 @@
 
 - Sessions and endpoints come from keystoneauth1 (``[placement]`` options).
 - Microversion: the root document's ``max_version``, capped at
-  :data:`MAX_MICROVERSION`; a server below :data:`MIN_MICROVERSION` is
-  refused (consumer generations need 1.28, the 1.30 reshaper is what makes
+  :data:`.answers.MAX_MICROVERSION`; a server below :data:`.answers.MIN_MICROVERSION`
+  is refused (consumer generations need 1.28, the 1.30 reshaper is what makes
   shape changes safe).
 - Transport errors and 502/503/504 are retried with tenacity (exponential
   backoff with jitter, bounded; :mod:`agent.placement.tries`); 4xx never.
@@ -29,13 +29,11 @@ from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import session as ks_session
 
-from agent.placement import ks_errors, policy
+from agent.placement import answers, ks_errors
+from agent.placement.answers import choose_microversion
 from agent.placement.errors import (
-    Forbidden,
     GenerationConflict,
     KeystoneFailure,
-    MicroversionTooLow,
-    PlacementError,
     PlacementTLSError,
     PlacementUnavailable,
     parse_error,
@@ -45,9 +43,6 @@ from agent.placement.transport import Answer, Transport
 from agent.placement.tries import Retry, TryLimits
 
 LOG = logging.getLogger(__name__)
-
-MIN_MICROVERSION = (1, 30)
-MAX_MICROVERSION = (1, 39)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +66,6 @@ class RequestEvent:
     template: str
     status: str
     seconds: float = 0.0
-
-
-def _version(text: str) -> tuple[int, int]:
-    major, _, minor = text.partition(".")
-    return int(major), int(minor)
 
 
 class PlacementClient:
@@ -197,7 +187,7 @@ class PlacementClient:
 
     def at_least(self, major: int, minor: int) -> bool:
         """True when the negotiated microversion is at least ``major.minor``."""
-        return _version(self.microversion) >= (major, minor)
+        return answers.version(self.microversion) >= (major, minor)
 
     # -- requests --------------------------------------------------------------
 
@@ -341,7 +331,7 @@ class PlacementClient:
             raise
         self._answered(method, template, str(resp.status_code), start)
         if resp.status_code in self.limits.statuses:
-            raise Retry(resp.status_code, _detail(resp, method, path))
+            raise Retry(resp.status_code, answers.detail(resp, method, path))
         return resp
 
     def _keystone_failed(self, method: str, template: str, exc: KeystoneFailure) -> None:
@@ -355,33 +345,6 @@ class PlacementClient:
         with self._count_lock:
             self.statuses[(method, status)] += 1
         self._tell(RequestEvent("answer", method, template, status, time.monotonic() - start))
-
-
-def _detail(resp: Answer | requests.Response, method: str, path: str) -> str:
-    """Placement's explanation of an error answer, whole, on one line."""
-    try:
-        body: Any = resp.json()
-    except ValueError:
-        body = resp.text
-    return parse_error(resp.status_code, body, method, path).detail
-
-
-def _forbidden(error: PlacementError, template: str, endpoint: str) -> Forbidden:
-    """A 403 with the roles Placement's default policy wants for the request."""
-    wanted = policy.wanted(error.method, template)
-    if wanted is None:
-        hint = "Placement's policy refused the agent's Keystone user"
-    else:
-        hint = (
-            f"Placement at {endpoint}: its default policy {wanted.rule} wants role "
-            f"{' or '.join(wanted.roles)} ({wanted.check})"
-        )
-    hint += (
-        ": give the agent's user ([placement] username) the service role in its project "
-        "([placement] project_name), e.g. openstack role add --user USER --project PROJECT "
-        "service"
-    )
-    return Forbidden(error.status, error.code, error.detail, error.method, error.path, hint)
 
 
 def _decode(
@@ -406,7 +369,7 @@ def _decode(
             body = resp.text
         error = parse_error(resp.status_code, body, method, path)
         if resp.status_code == 403:
-            error = _forbidden(error, template, endpoint)
+            error = answers.forbidden(error, template, endpoint)
         if isinstance(error, GenerationConflict):
             tell(RequestEvent("conflict", method, template, str(resp.status_code)))
         raise error
@@ -418,33 +381,6 @@ def _decode(
         raise PlacementUnavailable(
             f"placement {method} {path}: answered {resp.status_code} with a body that is not JSON"
         ) from None
-
-
-def choose_microversion(doc: Any) -> str:
-    """The microversion to use given Placement's root document (``GET /``).
-
-    The highest both sides know: the server's ``max_version`` capped at
-    :data:`MAX_MICROVERSION`.
-
-    Raises:
-        MicroversionTooLow: the server's maximum is below :data:`MIN_MICROVERSION`.
-        PlacementUnavailable: ``doc`` is not a Placement root document.
-    """
-    try:
-        server_max = _version(doc["versions"][0]["max_version"])
-    except (KeyError, IndexError, TypeError, ValueError):
-        raise PlacementUnavailable(
-            f"the Placement root document is not what Placement sends: {doc!r:.200}"
-        ) from None
-    if server_max < MIN_MICROVERSION:
-        raise MicroversionTooLow(
-            "Placement offers microversion {}.{} at most; compute-agent needs {}.{} "
-            "(Placement from the Stein release or later): upgrade Placement".format(
-                *server_max, *MIN_MICROVERSION
-            )
-        )
-    chosen = min(server_max, MAX_MICROVERSION)
-    return f"{chosen[0]}.{chosen[1]}"
 
 
 def _no_secrets(exc: BaseException) -> str:

@@ -29,6 +29,7 @@ from agent.placement.errors import (
 from agent.placement.session import client_from_conf
 from tests.helpers.keystone_server import AGENT_PASSWORD, MEMBER_PASSWORD, Keystone
 from tests.helpers.net import free_port
+from tests.helpers.paths import EXAMPLES
 from tests.helpers.service import last_cycle, run_cli, write_conf
 
 
@@ -252,9 +253,15 @@ def test_status_code_retries_are_honoured_and_the_503_text_is_whole(tmp_path, ke
 # -- the service: counted apart, said once ----------------------------------------------------
 
 
+def small_host(path):
+    path.write_text(path.read_text().replace("big-host.yaml", "small-host.yaml"))
+    return path
+
+
 def test_a_cycle_through_the_catalog_and_one_keystone_refused(tmp_path, keystone):
     state = tmp_path / "state"
-    good = write_conf(tmp_path / "good.conf", state, placement_section(keystone))
+    good = small_host(write_conf(tmp_path / "good.conf", state, placement_section(keystone)))
+    assert (EXAMPLES / "small-host.yaml").exists()
     done = run_cli("run", "--once", "--config", str(good))
     assert done.returncode == 0, done.stderr[-2000:]
     record = last_cycle(state)
@@ -262,7 +269,9 @@ def test_a_cycle_through_the_catalog_and_one_keystone_refused(tmp_path, keystone
     assert record["keystone_refused"] == 0
 
     down = f"http://127.0.0.1:{free_port()}/v3"
-    bad = write_conf(tmp_path / "bad.conf", state, placement_section(keystone, auth_url=down))
+    bad = small_host(
+        write_conf(tmp_path / "bad.conf", state, placement_section(keystone, auth_url=down))
+    )
     done = run_cli("run", "--once", "--config", str(bad))
     assert done.returncode == 1
     record = last_cycle(state)

@@ -1,13 +1,13 @@
 """A real Keystone, and a real Placement behind it, on loopback for the functional tests.
 
 Keystone 30.0.0 (the ``keystone`` test extra) on SQLite with fernet tokens, bootstrapped
-with ``keystone-manage`` as a deployment would be (``db_sync``, ``fernet_setup``,
-``bootstrap``), served on loopback (``tests/helpers/wsgi_serve.py``); then the service
-project, the users the tests log in as and the catalog (the Placement service with an
-``internal`` endpoint in ``RegionOne`` over http and one in ``RegionTLS`` over https).
-Placement 16 runs with
-``[api] auth_strategy = keystone`` (keystonemiddleware validates every token against this
-Keystone, no token cache, so a rotated fernet key shows at once). A TLS front
+as a deployment would be (``keystone-manage db_sync`` and ``bootstrap``; the fernet keys
+set up and rotated by Keystone's own ``FernetUtils``, what ``fernet_setup`` runs), served
+on loopback (``tests/helpers/wsgi_serve.py``); then the service project, the users the
+tests log in as and the catalog (the Placement service with an ``internal`` endpoint in
+``RegionOne`` over http and one in ``RegionTLS`` over https). Placement 16 runs with
+``[api] auth_strategy = keystone`` (keystonemiddleware validates every token against
+this Keystone, no token cache, so a rotated fernet key shows at once). A TLS front
 (:class:`TLSFront`, a throwaway CA made with ``cryptography``) serves each over https on
 another loopback port: Keystone for ``auth_url = https://...``, Placement for the
 ``RegionTLS`` endpoint.
@@ -29,6 +29,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import requests
 from cryptography import x509
@@ -230,17 +231,13 @@ class Keystone:
         self.fronts = [ks_front, pl_front]
         self.tls_url, self.placement_tls_url = ks_front.url, pl_front.url
         self._write_keystone_conf()
-        for step in (
-            ["db_sync"],
-            ["fernet_setup", "--keystone-user", str(os.getuid()),
-             "--keystone-group", str(os.getgid())],
-            ["bootstrap", "--bootstrap-password", ADMIN_PASSWORD,
-             "--bootstrap-public-url", self.url + "/v3",
-             "--bootstrap-internal-url", self.url + "/v3",
-             "--bootstrap-region-id", "RegionOne"],
-        ):  # fmt: skip
-            self.manage(*step)
+        for kind in ("fernet_tokens", "fernet_receipts"):  # what fernet_setup sets up
+            keys = self._fernet(kind)
+            keys.create_key_directory(os.getuid(), os.getgid())
+            keys.initialize_key_repository(os.getuid(), os.getgid())
+        self.manage("db_sync")
         self._write_placement_conf()
+        # both servers load (seconds of imports) while keystone-manage bootstraps
         env = {"OS_KEYSTONE_CONFIG_DIR": str(self.where)}
         keystone_log = self.where / "keystone.log"
         self.procs.append(_serve("keystone.wsgi.api:application", self.port, env, keystone_log))
@@ -250,6 +247,12 @@ class Keystone:
             _serve("placement.wsgi.api:application", self.placement_port, env, placement_log)
         )
         try:
+            self.manage(
+                "bootstrap", "--bootstrap-password", ADMIN_PASSWORD,
+                "--bootstrap-public-url", self.url + "/v3",
+                "--bootstrap-internal-url", self.url + "/v3",
+                "--bootstrap-region-id", "RegionOne",
+            )  # fmt: skip
             _wait(self.url + "/v3", self.procs[0], keystone_log)
             self._populate()
             _wait(self.placement_url + "/", self.procs[1], placement_log)
@@ -267,12 +270,14 @@ class Keystone:
 
     def manage(self, *args: str) -> None:
         """``keystone-manage --config-file keystone.conf ARGS`` (e.g. ``fernet_rotate``)."""
-        subprocess.run(
+        done = subprocess.run(
             [str(BIN / "keystone-manage"), "--config-file", str(self.conf), *args],
-            check=True,
             capture_output=True,
             text=True,
         )
+        if done.returncode:
+            log = (self.where / "keystone-app.log").read_text()[-3000:]
+            raise RuntimeError(f"keystone-manage {args[0]} failed: {done.stderr[-3000:]}{log}")
 
     def rotate_keys(self) -> None:
         """Rotate the fernet keys until the key of every token issued so far is gone.
@@ -281,8 +286,15 @@ class Keystone:
         primary and keeps the old primary; the second drops it.
         """
         for _ in range(2):
-            self.manage("fernet_rotate", "--keystone-user", str(os.getuid()),
-                        "--keystone-group", str(os.getgid()))  # fmt: skip
+            self._fernet("fernet_tokens").rotate_keys(os.getuid(), os.getgid())
+
+    def _fernet(self, kind: str) -> Any:
+        """Keystone's own key repository code (what ``keystone-manage fernet_setup`` and
+        ``fernet_rotate`` run), in this process: a ``keystone-manage`` costs seconds."""
+        from keystone.common.fernet_utils import FernetUtils
+
+        where = {"fernet_tokens": "fernet-keys", "fernet_receipts": "fernet-receipts"}[kind]
+        return FernetUtils(str(self.where / where), 3, kind)
 
     # -- configuration --------------------------------------------------------------
 
