@@ -27,6 +27,7 @@ from agent.placement.errors import (
     PlacementUnavailable,
 )
 from agent.placement.session import client_from_conf
+from agent.service.metrics import AgentMetrics
 from tests.helpers.keystone_server import AGENT_PASSWORD, MEMBER_PASSWORD, Keystone
 from tests.helpers.net import free_port
 from tests.helpers.paths import EXAMPLES
@@ -138,6 +139,8 @@ def test_a_wrong_service_name_is_named(tmp_path, keystone):
 def test_keystone_down_is_keystone_not_placement_and_not_retried(tmp_path, keystone, suffix):
     url = f"http://127.0.0.1:{free_port()}{suffix}"
     client = client_for(tmp_path, keystone, auth_url=url, request_retries=3, connect_retries=3)
+    metrics = AgentMetrics()
+    client.observers.append(metrics.on_request)
     start = time.monotonic()
     said = failure(client, KeystoneFailure)
     assert time.monotonic() - start < 2  # one try: no backoff on Keystone
@@ -145,6 +148,11 @@ def test_keystone_down_is_keystone_not_placement_and_not_retried(tmp_path, keyst
     assert "check [placement] auth_url" in said
     assert "Placement" not in said and "no usable answer" not in said
     assert client.total_requests() == 0 and client.keystone_refused == {"unreachable": 1}
+    value = metrics.registry.get_sample_value
+    assert value("compute_agent_keystone_failures_total", {"method": "GET", "cause": "unreachable"})
+    assert not value(
+        "compute_agent_placement_requests_total", {"method": "GET", "status": "transport"}
+    )
 
 
 # -- TLS -----------------------------------------------------------------------------------
