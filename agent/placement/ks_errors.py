@@ -24,12 +24,16 @@ answer (:mod:`agent.placement.errors`).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
 from keystoneauth1 import exceptions as ks_exc
 
 from agent.placement.errors import KeystoneFailure
+
+_VERIFY = re.compile(r"certificate verify failed: ([^(]+)")
+_OPENSSL = re.compile(r"\[SSL: [A-Z_]+\] ([^(]+)")
 
 CREDENTIAL_OPTIONS = "username, password, project_name, user_domain_name, project_domain_name"
 CAFILE_HINT = (
@@ -66,16 +70,11 @@ def _untrusted(exc: BaseException) -> bool:
 
 
 def _tls_reason(exc: BaseException) -> str:
-    """The TLS library's reason, from keystoneauth's "SSL exception connecting to URL: ..."."""
+    """The TLS library's reason, e.g. ``unable to get local issuer certificate`` or
+    ``wrong version number``, from keystoneauth's "SSL exception connecting to URL: ..."."""
     text = " ".join(str(exc).split())
-    for marker in ("certificate verify failed", "CERTIFICATE_VERIFY_FAILED"):
-        if marker in text:
-            start = text.find("certificate verify failed")
-            if start < 0:
-                return "certificate verify failed"
-            end = text.find(")", start)
-            return text[start : end if end > 0 else start + 120]
-    return text[-160:]
+    found = _VERIFY.search(text) or _OPENSSL.search(text)
+    return found[1].strip() if found else text[-160:]
 
 
 def keystone_failure(exc: Exception, adapter: Any) -> KeystoneFailure:

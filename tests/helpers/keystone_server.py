@@ -45,7 +45,7 @@ PLACEMENT_PASSWORD = "placement-pw-91c2"
 AGENT_PASSWORD = "agent-pw-4d8e"
 MEMBER_PASSWORD = "member-pw-2b6c"
 BIN = Path(sys.executable).parent
-TOKEN_LIFE = 122
+TOKEN_LIFE = 124
 """Seconds a token lives; keystoneauth fetches a new one once fewer than 120 are left."""
 
 
@@ -303,8 +303,8 @@ class Keystone:
         self.conf.write_text(
             f"[DEFAULT]\nlog_file = {w / 'keystone-app.log'}\n"
             f"[database]\nconnection = sqlite:///{w / 'keystone.sqlite'}\n"
-            # keystoneauth renews a token 120 s before it expires: tokens of 122 s are
-            # renewed after 2 s, so a test sees one expire under a running client
+            # keystoneauth renews a token 120 s before it expires: tokens of 124 s are
+            # renewed after 4 s, so a test sees one expire under a running client
             f"[token]\nprovider = fernet\nexpiration = {TOKEN_LIFE}\n"
             f"[fernet_tokens]\nkey_repository = {w / 'fernet-keys'}\nmax_active_keys = 3\n"
             f"[fernet_receipts]\nkey_repository = {w / 'fernet-receipts'}\n"
