@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -30,7 +32,7 @@ from agent.placement.session import client_from_conf
 from agent.service.metrics import AgentMetrics
 from tests.helpers.keystone_server import AGENT_PASSWORD, MEMBER_PASSWORD, TOKEN_LIFE, Keystone
 from tests.helpers.net import free_port
-from tests.helpers.paths import EXAMPLES
+from tests.helpers.paths import EXAMPLES, REPO
 from tests.helpers.service import last_cycle, run_cli, write_conf
 
 
@@ -303,3 +305,41 @@ def test_a_cycle_through_the_catalog_and_one_keystone_refused(tmp_path, keystone
     assert "failed at Keystone, not sent" in status.stdout + status.stderr
     everything = done.stdout + done.stderr + json.dumps(record) + status.stdout
     assert AGENT_PASSWORD not in everything
+
+
+# -- nova 34 as the judge -----------------------------------------------------------------------
+
+
+def nova_does(tmp_path, keystone: Keystone, **options: object) -> dict:
+    """What nova 34's own client does with the same ``[placement]`` (nova_placement_probe.py)."""
+    path = tmp_path / "nova-only.conf"
+    options = {"request_retries": None, **options}  # the agent's own option: not nova's
+    path.write_text(placement_section(keystone, **options))
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.helpers.nova_placement_probe", str(path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_nova_reads_the_same_placement_section_the_same_way(tmp_path, keystone):
+    """nova's version options ignored, its catalog endpoint, its connect retries: the agent's
+    reading of the same section matches what nova 34's client does."""
+    nova = nova_does(tmp_path, keystone, version="1.0")
+    client = client_for(tmp_path, keystone, version="1.0")
+    client.get("/resource_providers")
+    assert nova["status"] == 200
+    assert nova["endpoint"].rstrip("/") == client.transport.endpoint == keystone.placement_url
+
+    down = f"http://127.0.0.1:{free_port()}"
+    retries = {"endpoint_override": down, "connect_retries": 2, "connect_retry_delay": 0.3}
+    nova = nova_does(tmp_path, keystone, **retries)
+    assert nova["error"] == "ConnectFailure" and nova["seconds"] >= 0.6  # two waits of 0.3 s
+    client = client_for(tmp_path, keystone, **retries)
+    with pytest.raises(PlacementUnavailable):
+        client.get("/resource_providers")
+    assert client.statuses[("GET", "transport")] == 3  # a try and nova's two retries
