@@ -29,7 +29,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 import threading
+import traceback
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -166,6 +168,21 @@ class SecretFilter(logging.Filter):
         return True
 
 
+def _said_once(text: str, record: logging.LogRecord) -> str:
+    """``text`` without oslo.log's error summary when the message already says it."""
+    if record.exc_info or record.levelno < logging.WARNING:
+        return text
+    exc = sys.exc_info()[1]
+    if exc is None or not str(exc) or str(exc) not in record.getMessage():
+        return text
+    summary = traceback.format_exception_only(type(exc), exc)[0].rstrip().split("\n", 1)[0]
+    suffix = ": " + summary
+    first, newline, rest = text.partition("\n")
+    if first.endswith(suffix):
+        return first[: -len(suffix)] + newline + rest
+    return text
+
+
 class RedactingFormatter(logging.Formatter):
     """A handler's formatter whose every output goes through :meth:`SecretFilter.redact`.
 
@@ -180,8 +197,16 @@ class RedactingFormatter(logging.Formatter):
         self.secrets = secrets
 
     def format(self, record: logging.LogRecord) -> str:
-        """The inner formatter's text, secrets masked (tracebacks included)."""
-        return self.secrets.redact(self.inner.format(record))
+        """The inner formatter's text, secrets masked (tracebacks included), said once.
+
+        oslo.log's formatter ends a WARNING or ERROR line logged while an exception is
+        being handled with that exception's summary (``: module.Class: text``, its
+        ``error_summary``), even when the message already says it: the line said the
+        same thing twice. The summary is left off when the message holds the
+        exception's text already.
+        """
+        text = self.inner.format(record)
+        return self.secrets.redact(_said_once(text, record))
 
     def formatException(self, ei: Any) -> str:
         """A traceback as the inner formatter writes it, secrets masked."""

@@ -2,8 +2,8 @@
 
 - Sessions and endpoints come from keystoneauth1 (``[placement]`` options).
 - Microversion: the root document's ``max_version``, capped at
-  :data:`MAX_MICROVERSION`; a server below :data:`MIN_MICROVERSION` is
-  refused (consumer generations need 1.28, the 1.30 reshaper is what makes
+  :data:`.answers.MAX_MICROVERSION`; a server below :data:`.answers.MIN_MICROVERSION`
+  is refused (consumer generations need 1.28, the 1.30 reshaper is what makes
   shape changes safe).
 - Transport errors and 502/503/504 are retried with tenacity (exponential
   backoff with jitter, bounded; :mod:`agent.placement.tries`); 4xx never.
@@ -29,21 +29,20 @@ from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import session as ks_session
 
-from agent.placement import ks_errors
+from agent.placement import answers, ks_errors
+from agent.placement.answers import choose_microversion
 from agent.placement.errors import (
     GenerationConflict,
-    MicroversionTooLow,
+    KeystoneFailure,
+    PlacementTLSError,
     PlacementUnavailable,
     parse_error,
 )
 from agent.placement.http import environment_once, pool_connections
 from agent.placement.transport import Answer, Transport
-from agent.placement.tries import RETRY_STATUSES, Retry, TryLimits
+from agent.placement.tries import Retry, TryLimits
 
 LOG = logging.getLogger(__name__)
-
-MIN_MICROVERSION = (1, 30)
-MAX_MICROVERSION = (1, 39)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,24 +51,21 @@ class RequestEvent:
 
     Attributes:
         kind: ``"answer"`` (one try ended: answered, or no answer),
-            ``"retry"`` (another try follows) or ``"conflict"`` (Placement
-            answered 409 ``placement.concurrent_update``).
+            ``"retry"`` (another try follows), ``"conflict"`` (Placement
+            answered 409 ``placement.concurrent_update``) or ``"keystone"``
+            (Keystone failed the request before it was sent to Placement).
         method: HTTP method.
         template: the path template, e.g. ``/resource_providers/{uuid}/inventories``.
-        status: the HTTP status as text, or ``"transport"`` when nothing came back.
+        status: the HTTP status as text, or ``"transport"`` when nothing came back;
+            for ``"keystone"`` the cause (:attr:`.errors.KeystoneFailure.cause`).
         seconds: how long the try took (``"answer"`` only; 0 otherwise).
     """
 
-    kind: Literal["answer", "retry", "conflict"]
+    kind: Literal["answer", "retry", "conflict", "keystone"]
     method: str
     template: str
     status: str
     seconds: float = 0.0
-
-
-def _version(text: str) -> tuple[int, int]:
-    major, _, minor = text.partition(".")
-    return int(major), int(minor)
 
 
 class PlacementClient:
@@ -82,6 +78,14 @@ class PlacementClient:
             502/503/504).
         retry_max_wait: longest wait between two tries, seconds.
         extra_headers: headers sent on every request (``X-Roles`` in noauth2 mode).
+        limits: the tries of each request, when more than ``retries`` and
+            ``retry_max_wait`` say (nova's retry options: :class:`TryLimits`).
+
+    Attributes:
+        counts: requests sent to Placement by ``(method, template)`` (each try counts).
+        keystone_refused: requests Keystone failed before they were sent, by cause
+            (``unreachable``, ``credentials``, ``tls``, ``catalog``, ``error``); not
+            in :attr:`counts`.
     """
 
     def __init__(
@@ -90,16 +94,18 @@ class PlacementClient:
         retries: int = 4,
         retry_max_wait: float = 8.0,
         extra_headers: Mapping[str, str] | None = None,
+        limits: TryLimits | None = None,
     ) -> None:
         self.adapter = adapter
         self.transport = Transport(adapter)
         self.extra_headers = dict(extra_headers or {})
-        self.limits = TryLimits(retries, retry_max_wait)
+        self.limits = limits or TryLimits(retries, retry_max_wait)
         # Set by the service on SIGTERM: no new try starts and retry waits end at once.
         self.abort = self.limits.abort
         self.counts: Counter[tuple[str, str]] = Counter()
         # (method, HTTP status or "transport"): what the metrics endpoint shows.
         self.statuses: Counter[tuple[str, str]] = Counter()
+        self.keystone_refused: Counter[str] = Counter()
         self._count_lock = threading.Lock()
         self._microversion: str | None = None
         self._negotiate_lock = threading.Lock()
@@ -181,7 +187,7 @@ class PlacementClient:
 
     def at_least(self, major: int, minor: int) -> bool:
         """True when the negotiated microversion is at least ``major.minor``."""
-        return _version(self.microversion) >= (major, minor)
+        return answers.version(self.microversion) >= (major, minor)
 
     # -- requests --------------------------------------------------------------
 
@@ -230,9 +236,14 @@ class PlacementClient:
         return self.request("DELETE", template, **kw)
 
     def total_requests(self) -> int:
-        """Requests sent so far (each retry counts)."""
+        """Requests sent to Placement so far (each retry counts; not those Keystone failed)."""
         with self._count_lock:
             return sum(self.counts.values())
+
+    def keystone_failures(self) -> int:
+        """Requests Keystone failed before they could be sent to Placement, so far."""
+        with self._count_lock:
+            return sum(self.keystone_refused.values())
 
     def _retrying(
         self, method: str, template: str, path: str, state: tenacity.RetryCallState
@@ -241,7 +252,13 @@ class PlacementClient:
         code = getattr(exc, "status", 0)
         status = str(code) if code else "transport"
         self._tell(RequestEvent("retry", method, template, status))
-        LOG.warning("placement %s %s failed (%s); retrying", method, path, exc)
+        LOG.warning(
+            "Placement at %s: %s %s failed (%s); retrying",
+            self.transport.endpoint,
+            method,
+            path,
+            exc,
+        )
 
     def _send(
         self,
@@ -256,23 +273,24 @@ class PlacementClient:
         headers = dict(self.extra_headers)
         if microversion:
             headers["OpenStack-API-Version"] = f"placement {microversion}"
+        retrying = self.limits.retrying(lambda state: self._retrying(method, template, path, state))
         try:
-            retrying = self.limits.retrying(
-                lambda state: self._retrying(method, template, path, state)
-            )
             resp = retrying(self._try_once, method, template, path, json, params, headers)
         except Retry as exc:
+            tries = retrying.statistics.get("attempt_number", 1)
             raise PlacementUnavailable(
-                f"placement {method} {path}: no usable answer after "
-                f"{self.limits.retries + 1} tries (last: {exc}); is Placement running and "
-                "reachable at its endpoint?"
+                f"Placement at {self.transport.endpoint}: {method} {path}: no usable answer "
+                f"after {tries} {'try' if tries == 1 else 'tries'} (last: {exc}); is Placement "
+                "running and reachable at its endpoint (the catalog's, or [placement] "
+                "endpoint_override)? Tries: [placement] connect_retries, status_code_retries "
+                "(unset: request_retries)"
             ) from None
+        except ks_exc.SSLError as exc:
+            raise PlacementTLSError(ks_errors.placement_tls(exc, self.transport.endpoint)) from None
         except ks_exc.ClientException as exc:
-            # keystone authentication and catalog failures; never log the token
-            raise PlacementUnavailable(
-                f"placement {method} {path}: {ks_errors.describe(exc, self.adapter)}"
-            ) from None
-        return _decode(resp, method, template, path, self._tell)
+            # Keystone's, on the path through keystoneauth's Adapter.request; never the token
+            raise ks_errors.keystone_failure(exc, self.adapter) from None
+        return _decode(resp, method, template, path, self._tell, self.transport.endpoint)
 
     def _try_once(
         self,
@@ -290,19 +308,37 @@ class PlacementClient:
             PlacementUnavailable: SIGTERM or the deadline came first (:meth:`TryLimits.check`).
         """
         self.limits.check(method, path)
+        try:
+            self.transport.prepare()  # Keystone's part: nothing is sent to Placement yet
+        except KeystoneFailure as exc:
+            self._keystone_failed(method, template, exc)
+            raise
         with self._count_lock:
             self.counts[(method, template)] += 1
         start = time.monotonic()
         try:
             with self._in_flight or contextlib.nullcontext():
                 resp = self.transport.send(path, method, json, params, headers)
+        except KeystoneFailure as exc:  # Placement refused the token; getting another failed
+            self._answered(method, template, "401", start)
+            self._keystone_failed(method, template, exc)
+            raise
         except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.RequestTimeout) as exc:
             self._answered(method, template, "transport", start)
             raise Retry(0, f"{type(exc).__name__}: {_no_secrets(exc)}") from exc
+        except ks_exc.SSLError:
+            self._answered(method, template, "transport", start)
+            raise
         self._answered(method, template, str(resp.status_code), start)
-        if resp.status_code in RETRY_STATUSES:
-            raise Retry(resp.status_code, resp.text[:200])
+        if resp.status_code in self.limits.statuses:
+            raise Retry(resp.status_code, answers.detail(resp, method, path))
         return resp
+
+    def _keystone_failed(self, method: str, template: str, exc: KeystoneFailure) -> None:
+        """Count a request Keystone failed apart from Placement's, and tell the observers."""
+        with self._count_lock:
+            self.keystone_refused[exc.cause] += 1
+        self._tell(RequestEvent("keystone", method, template, exc.cause))
 
     def _answered(self, method: str, template: str, status: str, start: float) -> None:
         """Count one try's outcome by status and tell the observers, with its latency."""
@@ -317,6 +353,7 @@ def _decode(
     template: str,
     path: str,
     tell: Callable[[RequestEvent], None],
+    endpoint: str = "",
 ) -> Any:
     """The decoded JSON body of an answer (None for 204 or no body).
 
@@ -331,6 +368,8 @@ def _decode(
         except ValueError:
             body = resp.text
         error = parse_error(resp.status_code, body, method, path)
+        if resp.status_code == 403:
+            error = answers.forbidden(error, template, endpoint)
         if isinstance(error, GenerationConflict):
             tell(RequestEvent("conflict", method, template, str(resp.status_code)))
         raise error
@@ -342,33 +381,6 @@ def _decode(
         raise PlacementUnavailable(
             f"placement {method} {path}: answered {resp.status_code} with a body that is not JSON"
         ) from None
-
-
-def choose_microversion(doc: Any) -> str:
-    """The microversion to use given Placement's root document (``GET /``).
-
-    The highest both sides know: the server's ``max_version`` capped at
-    :data:`MAX_MICROVERSION`.
-
-    Raises:
-        MicroversionTooLow: the server's maximum is below :data:`MIN_MICROVERSION`.
-        PlacementUnavailable: ``doc`` is not a Placement root document.
-    """
-    try:
-        server_max = _version(doc["versions"][0]["max_version"])
-    except (KeyError, IndexError, TypeError, ValueError):
-        raise PlacementUnavailable(
-            f"the Placement root document is not what Placement sends: {doc!r:.200}"
-        ) from None
-    if server_max < MIN_MICROVERSION:
-        raise MicroversionTooLow(
-            "Placement offers microversion {}.{} at most; compute-agent needs {}.{} "
-            "(Placement from the Stein release or later): upgrade Placement".format(
-                *server_max, *MIN_MICROVERSION
-            )
-        )
-    chosen = min(server_max, MAX_MICROVERSION)
-    return f"{chosen[0]}.{chosen[1]}"
 
 
 def _no_secrets(exc: BaseException) -> str:

@@ -63,8 +63,44 @@ class BadRequest(PlacementError):
     """400: the request was refused; ``detail`` says why."""
 
 
+class Forbidden(PlacementError):
+    """403: Placement's policy refused the request to the agent's Keystone user.
+
+    Args:
+        hint: which roles Placement's default policy wants and how to give them
+            (:mod:`agent.placement.policy`), appended to the message.
+    """
+
+    def __init__(
+        self, status: int, code: str, detail: str, method: str, path: str, hint: str
+    ) -> None:
+        super().__init__(status, code, detail, method, path)
+        self.args = (f"{self.args[0]}; {hint}",)
+
+
 class PlacementUnavailable(AgentError):
     """Placement could not be reached, or kept answering 502/503/504, after retries."""
+
+
+class PlacementTLSError(PlacementUnavailable):
+    """Placement's certificate was not trusted, or its TLS handshake failed (never retried)."""
+
+
+class KeystoneFailure(PlacementUnavailable):
+    """Keystone failed the agent before a request could go to Placement (never retried).
+
+    Keystone unreachable, the credentials refused, its certificate not trusted, or no
+    Placement endpoint in the catalog: the request never reached Placement, and the
+    client counts it apart (:attr:`PlacementClient.keystone_failures`).
+
+    Attributes:
+        cause: ``unreachable``, ``credentials``, ``tls``, ``catalog`` or ``error``
+            (the metrics' label).
+    """
+
+    def __init__(self, message: str, cause: str) -> None:
+        self.cause = cause
+        super().__init__(message)
 
 
 class MicroversionTooLow(AgentError):
@@ -86,7 +122,7 @@ def parse_error(status: int, body: Any, method: str, path: str) -> PlacementErro
         code = first.get("code") or code
         detail = first.get("detail") or first.get("title") or ""
     elif isinstance(body, str):
-        detail = body[:500]
+        detail = body[:2000]
     # Placement's details carry the WSGI framework's line breaks; logs want one line.
     detail = " ".join(str(detail).split())
     if status == 409:

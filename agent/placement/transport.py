@@ -43,6 +43,8 @@ from keystoneauth1 import session as ks_session
 from urllib3 import exceptions as u3_exc
 from urllib3.util import Timeout
 
+from agent.placement import ks_errors
+
 JSON_TYPE = "application/json"
 
 LOG = logging.getLogger(__name__)
@@ -82,6 +84,13 @@ class _Route:
     pool: Any  # urllib3.HTTPConnectionPool (or HTTPSConnectionPool)
     timeout: Timeout
     headers: dict[str, str]
+    base: str  # the endpoint, e.g. "https://placement.example:8778/placement"
+
+    @property
+    def origin(self) -> str:
+        """Scheme, host and port, e.g. ``http://127.0.0.1:8778`` (for messages)."""
+        host = f"[{self.pool.host}]" if ":" in self.pool.host else self.pool.host
+        return f"{self.pool.scheme}://{host}:{self.pool.port}"
 
 
 class Transport:
@@ -102,6 +111,7 @@ class Transport:
             and not adapter.session.original_ip
         )
         self._lock = threading.Lock()
+        self._base = ""  # the endpoint, for messages, on the whole-way path
 
     def send(
         self,
@@ -161,6 +171,37 @@ class Transport:
             LOG.debug("RESP: %s %s -> %d", method, url, answer.status_code)
         return answer
 
+    def prepare(self) -> None:
+        """Get the token and find the endpoint (cached after the first time): Keystone's part.
+
+        Called before a request is counted or sent, so that a failure here is told
+        apart from Placement's: nothing went to Placement yet.
+
+        Raises:
+            KeystoneFailure: Keystone unreachable, the credentials refused, its
+                certificate not trusted, or no Placement endpoint in the catalog
+                (:func:`.ks_errors.keystone_failure`).
+        """
+        if not isinstance(self.adapter, ks_adapter.Adapter):
+            return  # a test's fake adapter: no Keystone
+        try:
+            if self._whole_way or self._find_route() is None:
+                self._base = self._base or (self.adapter.get_endpoint() or "")
+            if self._authenticated():
+                self.adapter.session.get_auth_headers(self.adapter.auth)
+        except ks_exc.ClientException as exc:
+            raise ks_errors.keystone_failure(exc, self.adapter) from exc
+
+    @property
+    def endpoint(self) -> str:
+        """Placement's endpoint with scheme and port (``http://127.0.0.1:8778/placement``), or
+        ``(endpoint not found yet)``."""
+        route = self._route
+        base = route.base if route is not None else self._base
+        if not base and isinstance(self.adapter, ks_adapter.Adapter):
+            base = self.adapter.endpoint_override or ""
+        return ks_errors.with_port(base) if base else "(endpoint not found yet)"
+
     def reset(self) -> None:
         """Find the endpoint and pool again on the next request (the session's pools changed)."""
         with self._lock:
@@ -177,7 +218,10 @@ class Transport:
     ) -> Answer:
         if authenticated:
             # the plugin renews the token when it is about to expire
-            auth = self.adapter.session.get_auth_headers(self.adapter.auth)
+            try:
+                auth = self.adapter.session.get_auth_headers(self.adapter.auth)
+            except ks_exc.ClientException as exc:
+                raise ks_errors.keystone_failure(exc, self.adapter) from exc
             headers = {**headers, **(auth or {})}
         try:
             resp = route.pool.urlopen(
@@ -193,9 +237,9 @@ class Transport:
                 timeout=route.timeout,
             )
         except u3_exc.HTTPError as exc:
-            raise _keystoneauth_error(exc, method, route.pool.host + url) from exc
+            raise _keystoneauth_error(exc, method, route.origin + url) from exc
         except OSError as exc:
-            where = f"{method} {route.pool.host}{url}"
+            where = f"{method} {route.origin}{url}"
             raise ks_exc.ConnectFailure(
                 f"Unable to establish connection to {where}: {exc}"
             ) from exc
@@ -234,7 +278,7 @@ def _route_for(adapter: ks_adapter.Adapter) -> _Route | None:
         keystoneauth1.exceptions.EndpointNotFound: the catalogue has no Placement.
     """
     base = adapter.get_endpoint()
-    if not base:
+    if not base:  # keystoneauth raises EndpointNotFound itself; an empty URL is as bad
         raise ks_exc.EndpointNotFound("no endpoint for service type placement")
     base = base.rstrip("/")
     ks = adapter.session
@@ -253,7 +297,7 @@ def _route_for(adapter: ks_adapter.Adapter) -> _Route | None:
     # requests' defaults (Accept, Accept-Encoding, keep-alive), keystoneauth's user agent
     headers = {**requests.utils.default_headers()}
     headers["User-Agent"] = ks.user_agent or ks_session.DEFAULT_USER_AGENT
-    return _Route(urlsplit(base).path, pool, timeout, headers)
+    return _Route(urlsplit(base).path, pool, timeout, headers, base)
 
 
 def _keystoneauth_error(exc: Exception, method: str, url: str) -> Exception:

@@ -240,6 +240,13 @@ class PlacementMetrics:
             ["method", "path"],
             registry=r,
         )
+        self.keystone_failures = Counter(
+            "compute_agent_keystone_failures",
+            "Placement requests Keystone failed before they were sent, by cause (unreachable, "
+            "credentials, tls, catalog, error); not counted in compute_agent_placement_requests.",
+            ["method", "cause"],
+            registry=r,
+        )
         self.conflicts = Counter(
             "compute_agent_generation_conflicts",
             "409 placement.concurrent_update answers: another writer moved a generation.",
@@ -258,6 +265,8 @@ class PlacementMetrics:
             self.retries.labels(event.method, event.template).inc()
         elif event.kind == "conflict":
             self.conflicts.labels(event.method, event.template).inc()
+        elif event.kind == "keystone":
+            self.keystone_failures.labels(event.method, event.status).inc()
 
 
 class InventoryMetrics:

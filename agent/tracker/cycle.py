@@ -125,6 +125,7 @@ class ResourceTracker:
         outcome = CycleOutcome(startup=startup, started=self.clock())
         client = self.report.client
         before = client.total_requests()
+        refused_before = client.keystone_failures()
         start = time.monotonic()
         client.deadline = start + self.conf.cycle_timeout
         try:
@@ -147,6 +148,7 @@ class ResourceTracker:
         outcome.state_error = self.state.save_error or ""
         outcome.duration = time.monotonic() - start
         outcome.requests = self.report.client.total_requests() - before
+        outcome.keystone_refused = client.keystone_failures() - refused_before
         (LOG.info if outcome.ok else LOG.warning)("%s", outcome.summary())
         return outcome
 

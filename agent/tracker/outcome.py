@@ -60,6 +60,9 @@ class CycleOutcome:
         error: a failure before any node was worked on (the driver could
             not list its nodes), else empty.
         requests: Placement requests the cycle made.
+        keystone_refused: requests Keystone failed before they were sent to Placement
+            (unreachable, credentials refused, certificate not trusted, no endpoint in the
+            catalog); not in ``requests``.
         state_error: why the state directory could not be written this
             cycle, else empty (the cycle is then ``degraded``).
     """
@@ -70,6 +73,7 @@ class CycleOutcome:
     nodes: list[NodeOutcome] = field(default_factory=list)
     error: str = ""
     requests: int = 0
+    keystone_refused: int = 0
     state_error: str = ""
 
     @property
@@ -112,8 +116,14 @@ class CycleOutcome:
         return (
             f"{head}: {len(self.nodes)} node(s), {sum(n.providers for n in self.nodes)} "
             f"providers, allocations written {written}, removed {removed}, "
-            f"{self.requests} placement requests, {self.duration:.2f} s"
+            f"{self.requests} placement requests{self._keystone()}, {self.duration:.2f} s"
         )
+
+    def _keystone(self) -> str:
+        """``, N refused by Keystone`` when Keystone failed some requests, else nothing."""
+        if not self.keystone_refused:
+            return ""
+        return f" ({self.keystone_refused} more failed at Keystone, not sent)"
 
     def to_json(self) -> dict[str, Any]:
         """The outcome as stored in ``last_cycle.json``."""
@@ -127,6 +137,7 @@ class CycleOutcome:
             "duration": self.duration,
             "error": self.error,
             "requests": self.requests,
+            "keystone_refused": self.keystone_refused,
             "summary": self.summary(),
             "nodes": [asdict(n) for n in self.nodes],
         }

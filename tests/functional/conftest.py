@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from agent.placement.embedded import EmbeddedPlacement
+from tests.helpers.keystone_server import Keystone
 from tests.helpers.mariadb import MariaDB
 from tests.helpers.served import ServedPlacement
 
@@ -47,3 +48,12 @@ def served_mariadb(tmp_path, mariadb) -> ServedPlacement:
     placement.start()
     yield placement
     placement.stop()
+
+
+@pytest.fixture(scope="session")
+def keystone(tmp_path_factory) -> Keystone:
+    """A real Keystone with a Keystone-backed Placement, once per run (keystone_server.py)."""
+    server = Keystone(tmp_path_factory.mktemp("keystone"))
+    server.start()
+    yield server
+    server.stop()

@@ -96,3 +96,28 @@ def test_journal_is_chosen_under_systemd_unless_the_file_says_otherwise(tmp_path
     finally:
         monkeypatch.delenv("JOURNAL_STREAM")
         logs.setup(make_conf(tmp_path))
+
+
+class Unreachable(Exception):
+    pass
+
+
+def test_an_error_line_says_the_exception_once(tmp_path, capfd):
+    """oslo.log appends the exception being handled (": module.Class: text") to a WARNING
+    or ERROR line; a line that already says it ends there (issue 35)."""
+    logs.setup(make_conf(tmp_path))
+    log = logging.getLogger("agent.test")
+    try:
+        raise Unreachable("Keystone at http://127.0.0.1:5000/v3 is unreachable")
+    except Unreachable as exc:
+        log.error("node n: cycle failed: %s: %s", type(exc).__name__, exc)
+        log.error("the cycle stopped")  # does not say it: the summary stays
+    first, second = capfd.readouterr().err.strip().splitlines()[-2:]
+    assert first.endswith(
+        "node n: cycle failed: Unreachable: Keystone at http://127.0.0.1:5000/v3 is unreachable"
+    )
+    assert first.count("is unreachable") == 1
+    assert second.endswith(
+        "the cycle stopped: tests.unit.test_logs.Unreachable: Keystone at "
+        "http://127.0.0.1:5000/v3 is unreachable"
+    )
