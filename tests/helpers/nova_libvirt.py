@@ -42,11 +42,13 @@ nova's fixtures package imports testtools in its ``__init__``; only its ``libvir
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import types
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 from unittest import mock
 
@@ -131,35 +133,56 @@ def _connection(fakelibvirt: Any, scenario: Scenario, libvirt_version: int | Non
     )
 
 
-def _nova_tree(
-    scenario: Scenario, instances_path: str, libvirt_version: int
-) -> dict[str, dict[str, Any]]:
+@contextlib.contextmanager
+def nova_driver(
+    scenario: Scenario,
+    instances_path: str,
+    libvirt_version: int,
+    options: dict[str, dict[str, Any]] | None = None,
+) -> Iterator[Any]:
+    """nova's ``LibvirtDriver`` on fakelibvirt for ``scenario``, as nova's functional
+    libvirt tests set it up (``LibvirtFixture``, ``Host.get_connection`` patched to the
+    scenario's connection), not yet ``init_host``-ed; nova's global ``CONF`` holds the
+    scenario's options, ``instances_path`` and ``options`` (``{group: {name: value}}``,
+    e.g. ``state_path``, ``[database] connection``). Undone on exit."""
     from nova import conf as nova_conf
     from nova import objects
-    from nova.compute import provider_tree, resource_tracker
     from nova.virt import fake as fake_virt
     from nova.virt.libvirt import driver as libvirt_driver
     from nova.virt.libvirt import utils as libvirt_utils
 
     objects.register_all()
     conf = nova_conf.CONF
-    conf([], project="nova", default_config_files=[])
+    if not conf._args:  # parsed once per process; a restart keeps nova's options
+        conf([], project="nova", default_config_files=[])
     conf.set_override("instances_path", instances_path)
-    for group, values in scenario.options.items():
+    for group, values in [*scenario.options.items(), *(options or {}).items()]:
         for name, value in values.items():
-            conf.set_override(name, value, group=group)
+            conf.set_override(name, value, group=None if group == "DEFAULT" else group)
     real_fs_info = libvirt_utils.get_fs_info
     fakelibvirt = _fakelibvirt()
     fixture = fakelibvirt.LibvirtFixture()
     fixture.setUp()
     conn = _connection(fakelibvirt, scenario, libvirt_version)
     no_cgroup = str(Path(instances_path) / "no-misc-cgroup" / "misc.capacity")
-    with (
-        mock.patch("nova.virt.libvirt.utils.get_fs_info", real_fs_info),
-        mock.patch("nova.virt.libvirt.host.Host.get_connection", return_value=conn),
-        mock.patch("nova.virt.libvirt.host.MISC_CONTROL_GROUP_CAPACITY_FILE", no_cgroup),
-    ):
-        driver = libvirt_driver.LibvirtDriver(fake_virt.FakeVirtAPI(), False)
+    try:
+        with (
+            mock.patch("nova.virt.libvirt.utils.get_fs_info", real_fs_info),
+            mock.patch("nova.virt.libvirt.host.Host.get_connection", return_value=conn),
+            mock.patch("nova.virt.libvirt.host.MISC_CONTROL_GROUP_CAPACITY_FILE", no_cgroup),
+        ):
+            yield libvirt_driver.LibvirtDriver(fake_virt.FakeVirtAPI(), False)
+    finally:
+        fixture.cleanUp()
+
+
+def _nova_tree(
+    scenario: Scenario, instances_path: str, libvirt_version: int
+) -> dict[str, dict[str, Any]]:
+    from nova import conf as nova_conf
+    from nova.compute import provider_tree, resource_tracker
+
+    with nova_driver(scenario, instances_path, libvirt_version) as driver:
         driver.init_host(NODENAME)
         tree = provider_tree.ProviderTree()
         tree.new_root(NODENAME, "00000000-0000-0000-0000-0000000000c1")
@@ -179,9 +202,8 @@ def _nova_tree(
         )
         traits = resource_tracker.ResourceTracker._get_traits(rt, None, NODENAME, tree)
         tree.update_traits(NODENAME, traits)
-        if conf.pci.report_in_placement:
+        if nova_conf.CONF.pci.report_in_placement:
             _nova_pci_providers(tree, driver)
-    fixture.cleanUp()
     out = {}
     for uuid in tree.get_provider_uuids():
         data = tree.data(uuid)
