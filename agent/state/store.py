@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.model.exceptions import ConfigError
-from agent.state import layout
+from agent.state import layout, node_identity
 from agent.state.layout import (
     CHILD_TRAITS_DIR,
     CONSUMERS_COPY_DIR,
@@ -52,15 +52,23 @@ LOG = logging.getLogger(__name__)
 COMPUTE_NODES_FILE = "compute_nodes.json"
 """``{nodename: root provider UUID}``."""
 
-NOVA_COMPUTE_ID_FILE = "compute_id"
+NOVA_COMPUTE_ID_FILE = node_identity.COMPUTE_ID_FILE
 """nova-compute's node identity: the compute node's (and its provider's) UUID, one line.
 
 nova 34 (``nova/virt/node.py``) writes it in its ``[DEFAULT] state_path`` the
 first time a libvirt compute node starts and reads it on every start; the
-agent, run with nova.conf, shares that directory and reads it (never writes it)."""
+agent, run with nova.conf, shares that directory, reads it, and writes it when
+it creates a one-node host's compute node first (:mod:`agent.state.node_identity`)."""
 
 LAST_CYCLE_FILE = "last_cycle.json"
 """The service's last cycle: when, how long, outcome per node (``compute-agent status``)."""
+
+
+def config_files(conf: Any) -> tuple[str, ...]:
+    """The configuration files ``conf`` was read from (oslo.config's ``config_file``), where
+    nova also looks for its ``compute_id``; () when it has none."""
+    # oslo.config's NoSuchOptError is an AttributeError: a ConfigOpts never called.
+    return tuple(getattr(conf, "config_file", None) or ())
 
 
 def read_json(path: Path) -> Any | None:
@@ -132,9 +140,17 @@ class StateStore:
             record what it read while it runs).
     """
 
-    def __init__(self, state_path: str | Path, *, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        state_path: str | Path,
+        *,
+        read_only: bool = False,
+        config_files: tuple[str, ...] | list[str] = (),
+    ) -> None:
         self.path = Path(state_path)
         self.read_only = read_only
+        # nova looks for its compute_id next to each configuration file too.
+        self.identity_dirs = node_identity.locations(config_files, self.path)
         # name -> document a read-only store would have written (read back first).
         self._unwritten: dict[str, Any] = {}
         self.save_error: str | None = None
@@ -242,29 +258,27 @@ class StateStore:
                 self._converted = True
 
     def nova_compute_id(self) -> str | None:
-        """The UUID in nova's ``compute_id`` file here, or None when there is none.
+        """The UUID in nova's ``compute_id`` file, or None when there is none.
 
-        nova also looks next to its configuration files; the agent reads the
-        state directory only.
+        Read as nova 34 reads it (:func:`agent.state.node_identity.read`): next to each
+        configuration file, then here.
 
         Raises:
-            ConfigError: the file holds no UUID (nova refuses to start then too).
+            ConfigError: a file holds no UUID, or two disagree (nova refuses to start then too).
         """
-        path = self.path / NOVA_COMPUTE_ID_FILE
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                content = f.read(40)  # a UUID and some whitespace, as nova reads it
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise ConfigError(f"nova's node identity {path}: {exc.strerror}") from None
-        try:
-            return str(uuidlib.UUID(content.strip()))
-        except ValueError:
-            raise ConfigError(
-                f"nova's node identity {path} holds no UUID ({content.strip()[:40]!r}); "
-                "restore nova's compute node UUID there or remove the file"
-            ) from None
+        return node_identity.read(self.identity_dirs)
+
+    def write_nova_compute_id(self, node_uuid: str) -> str:
+        """Write nova's ``compute_id`` here holding ``node_uuid`` unless one exists (as nova
+        does, exclusively); the UUID nova will read. A read-only store writes nothing.
+
+        Raises:
+            ConfigError: the file cannot be written (:func:`agent.state.node_identity.write`).
+        """
+        held = self.nova_compute_id()
+        if held is not None or self.read_only:
+            return held or node_uuid
+        return node_identity.write(self.path, node_uuid, self.identity_dirs)
 
     def root_uuids(self) -> dict[str, str]:
         """``{nodename: UUID}`` of every compute node recorded; invalid entries are dropped."""
