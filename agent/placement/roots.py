@@ -146,7 +146,7 @@ class ComputeNodes:
                 "compute node %s is resource provider %s, but nova's node identity "
                 "(compute_id) names %s: nova-compute would create another compute node of "
                 "this name and fail; make compute_id hold %s (docs/deployment.md, "
-                "\"Beside nova-compute\")",
+                '"Beside nova-compute")',
                 nodename,
                 root_uuid,
                 held,

@@ -1,4 +1,4 @@
-"""nova-compute's node identity file, ``compute_id``: read as nova reads it, written as nova writes it.
+"""nova-compute's node identity file, ``compute_id``: read and written as nova 34 does.
 
 nova 34 (``nova/virt/node.py``) keeps a libvirt compute node's UUID (its compute node
 record's and its resource provider's) in a file named ``compute_id``:
@@ -27,6 +27,7 @@ from pathlib import Path
 from agent.model.exceptions import ConfigError
 
 LOG = logging.getLogger(__name__)
+
 
 class IdentityNotWritten(ConfigError):
     """nova's ``compute_id`` could not be created (permissions, a read-only or full disk)."""

@@ -37,7 +37,6 @@ import uuid as uuidlib
 from pathlib import Path
 from typing import Any
 
-from agent.model.exceptions import ConfigError
 from agent.state import layout, node_identity
 from agent.state.layout import (
     CHILD_TRAITS_DIR,

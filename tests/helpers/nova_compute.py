@@ -6,7 +6,8 @@ JSON line each on stdout; driven from pytest by :class:`NovaCompute`) runs, unch
 nova 34's own code for the host's side of nova:
 
 * ``LibvirtDriver`` on nova's fakelibvirt for a :data:`tests.helpers.nova_libvirt.SCENARIOS`
-  host, set up as nova's functional libvirt tests do (:func:`~tests.helpers.nova_libvirt.nova_driver`),
+  host, set up as nova's functional libvirt tests do
+  (:func:`~tests.helpers.nova_libvirt.nova_driver`),
   so the agent's libvirt driver, reading the fixture the same fakelibvirt connection
   serves (``python -m tests.helpers.nova_libvirt fixture``), sees the same host;
 * ``ResourceTracker`` with its own ``SchedulerReportClient`` on the test's Placement
@@ -246,7 +247,9 @@ class _Compute:
             "_get_nodes",
         ):
             setattr(
-                manager, name, types.MethodType(getattr(compute_manager.ComputeManager, name), manager)
+                manager,
+                name,
+                types.MethodType(getattr(compute_manager.ComputeManager, name), manager),
             )
         self.manager = manager
         service = objects.Service.get_by_host_and_binary(self.context, NODENAME, "nova-compute")
@@ -302,9 +305,7 @@ class _Compute:
         )
         request = scheduler_utils.ResourceRequest.from_request_spec(spec)
         request.get_request_group(None).in_tree = node.uuid
-        candidates, _summaries, version = scheduler.get_allocation_candidates(
-            self.context, request
-        )
+        candidates, _summaries, version = scheduler.get_allocation_candidates(self.context, request)
         if not candidates:
             raise exception.NoValidHost(reason=f"no allocation candidate in {node.uuid}")
         if not scheduler_utils.claim_resources(
@@ -358,7 +359,7 @@ def _serve(config: dict[str, Any], commands: IO[str], answers: IO[str]) -> None:
         answer: dict[str, Any] = {"ok": True}
         try:
             getattr(compute, op)(**command)
-        except Exception as exc:  # noqa: BLE001 - nova's failure is the answer
+        except Exception as exc:
             logging.getLogger(__name__).exception("%s failed", op)
             answer = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         if errors.messages and answer["ok"]:

@@ -46,9 +46,9 @@ import contextlib
 import json
 import sys
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterator
 from typing import Any
 from unittest import mock
 

@@ -74,7 +74,9 @@ def run(args: argparse.Namespace) -> int:
     owner = conf.compute.owner_trait
     with placement_client(conf) as client:
         # Read-only: the mirror records what it reads, which must not reach the disk.
-        report = ReportClient(client, StateStore(conf.state_path, read_only=True, config_files=config_files(conf)))
+        report = ReportClient(
+            client, StateStore(conf.state_path, read_only=True, config_files=config_files(conf))
+        )
         for nodename in driver.get_nodenames():
             held = report.read_tree(nodename)
             if held is None:

@@ -53,7 +53,9 @@ def run(args: argparse.Namespace) -> int:
     with placement_client(conf) as client, cycle_context():
         in_flight = 1 if is_embedded(conf) else conf.placement.max_concurrent_requests
         report = ReportClient(
-            client, StateStore(conf.state_path, config_files=config_files(conf)), max_concurrent_requests=in_flight
+            client,
+            StateStore(conf.state_path, config_files=config_files(conf)),
+            max_concurrent_requests=in_flight,
         )
         for nodename in driver.get_nodenames():
             # A cold sync of a large tree takes a while: a bar, or a log line now and then.
