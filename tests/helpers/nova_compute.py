@@ -5,7 +5,7 @@ tests.helpers.nova_compute CONFIG``, fed JSON commands one a line on stdin, answ
 JSON line each on stdout; driven from pytest by :class:`NovaCompute`) runs, unchanged,
 nova 34's own code for the host's side of nova:
 
-* ``LibvirtDriver`` on nova's fakelibvirt for a :data:`tests.helpers.nova_libvirt.SCENARIOS`
+* ``LibvirtDriver`` on nova's fakelibvirt for a :data:`tests.helpers.nova_libvirt.HOSTS`
   host, set up as nova's functional libvirt tests do
   (:func:`~tests.helpers.nova_libvirt.nova_driver`),
   so the agent's libvirt driver, reading the fixture the same fakelibvirt connection
@@ -16,8 +16,10 @@ nova 34's own code for the host's side of nova:
   migrations) and its own ``compute_id`` file in its ``[DEFAULT] state_path``
   (``nova/virt/node.py``), with ``[DEFAULT] update_resources_interval = -1``.
 
-Commands (each answer: ``ok``, ``error`` when not ok, ``requests``: ``[method, path,
-status]`` of every request sent to Placement during the command, per side):
+Commands (each answer: ``ok``, ``error`` when not ok, ``requests`` and
+``scheduler_requests``: ``[method, path, status]`` of every request nova-compute and
+nova's scheduler sent to Placement during the command, ``written``: nova-compute's
+request bodies of its writes, ``node_uuid``: the tracker's compute node UUID):
 
 * ``start``: nova-compute's start-up as far as the resource tracker goes, in nova's order
   (``nova/service.py`` ``Service.start``): the service record is read;
@@ -59,7 +61,7 @@ from pathlib import Path
 from typing import IO, Any
 from unittest import mock
 
-from tests.helpers.nova_libvirt import NODENAME, SCENARIOS, nova_driver
+from tests.helpers.nova_libvirt import HOSTS, NODENAME, nova_driver
 from tests.helpers.paths import NOVA, REPO
 
 REFRESH = 300
@@ -78,7 +80,7 @@ class NovaCompute:
 
     Args:
         workdir: nova's directory: its ``state_path`` (``compute_id``), database, log.
-        scenario: a :data:`SCENARIOS` name.
+        scenario: a :data:`~tests.helpers.nova_libvirt.HOSTS` name.
         placement: Placement's URL.
         libvirt_version: what fakelibvirt answers ``getLibVersion`` (the agent's libvirt's).
         instances_path: nova's ``instances_path`` (the agent's, so both measure one disk).
@@ -168,7 +170,7 @@ class _Errors(logging.Handler):
         self.messages.append(record.getMessage())
 
 
-def _adapter(base: str, seen: list[Request]) -> Any:
+def _adapter(base: str, seen: list[Request], bodies: list[Any]) -> Any:
     from keystoneauth1 import adapter as ks_adapter
     from keystoneauth1 import session as ks_session
 
@@ -178,6 +180,8 @@ def _adapter(base: str, seen: list[Request]) -> Any:
         def request(self, url: str, method: str, **kwargs: Any) -> Any:
             resp = super().request(url, method, **kwargs)
             seen.append((method, url.removeprefix(base), resp.status_code))
+            if method != "GET":
+                bodies.append(kwargs.get("json"))
             return resp
 
     session = ks_session.Session(auth=None, additional_headers=dict(NOAUTH_HEADERS))
@@ -193,7 +197,7 @@ class _Compute:
 
         objects.register_all()
         self.config = config
-        self.scenario = SCENARIOS[config["scenario"]]
+        self.scenario = HOSTS[config["scenario"]]
         database = Path(config["database"])
         if not database.exists():
             with sqlite3.connect(database) as con:
@@ -212,6 +216,7 @@ class _Compute:
         self.context = nova_context.get_admin_context()
         self.compute_requests: list[Request] = []
         self.scheduler_requests: list[Request] = []
+        self.bodies: list[Any] = []
         self.stack: contextlib.ExitStack | None = None
         self.manager: Any = None
 
@@ -237,7 +242,7 @@ class _Compute:
             )
         )
         client = report.SchedulerReportClient(
-            adapter=_adapter(self.config["placement"], self.compute_requests)
+            adapter=_adapter(self.config["placement"], self.compute_requests, self.bodies)
         )
         rt = resource_tracker.ResourceTracker(NODENAME, driver, reportclient=client)
         manager = types.SimpleNamespace(host=NODENAME, driver=driver, rt=rt, reportclient=client)
@@ -294,7 +299,7 @@ class _Compute:
         )
         # nova's scheduler: another process, its own report client.
         scheduler = report.SchedulerReportClient(
-            adapter=_adapter(self.config["placement"], self.scheduler_requests)
+            adapter=_adapter(self.config["placement"], self.scheduler_requests, [])
         )
         spec = objects.RequestSpec(
             flavor=flavor,
@@ -356,6 +361,7 @@ def _serve(config: dict[str, Any], commands: IO[str], answers: IO[str]) -> None:
         errors.messages.clear()
         compute.compute_requests.clear()
         compute.scheduler_requests.clear()
+        compute.bodies.clear()
         answer: dict[str, Any] = {"ok": True}
         try:
             getattr(compute, op)(**command)
@@ -366,6 +372,7 @@ def _serve(config: dict[str, Any], commands: IO[str], answers: IO[str]) -> None:
             answer = {"ok": False, "error": "; ".join(errors.messages)}
         answer["requests"] = compute.compute_requests
         answer["scheduler_requests"] = compute.scheduler_requests
+        answer["written"] = compute.bodies
         answer["node_uuid"] = compute.node_uuid()
         answers.write(json.dumps(answer) + "\n")
         answers.flush()

@@ -25,7 +25,7 @@ of nova's driver, nova's global ``CONF``), so it never runs inside pytest's proc
 
 The hosts (:data:`SCENARIOS`): :data:`HOST` (nova's ``HostInfo``: two NUMA cells, two
 cores of two threads each; its memory, 16780000, is what nova reads as MiB from
-``getInfo``) with, in ``vgpu``, two mdev-capable GPUs and ``[devices]
+``getInfo``) with, in ``plain``, no device and nova's default options; in ``vgpu``, two mdev-capable GPUs and ``[devices]
 enabled_mdev_types = nvidia-11``; in ``pci``, two whole PCI devices and a PF with two VFs,
 ``[pci] device_spec`` offering the devices and the VFs, ``report_in_placement = true``;
 in ``tdx``, the ``vgpu`` host offering Intel TDX: fakelibvirt's domain capabilities with
@@ -105,6 +105,17 @@ SCENARIOS = {
     ),
 }
 
+
+HOSTS = {
+    **SCENARIOS,
+    "plain": Scenario(
+        "nova-fakelibvirt-plain",
+        {"num_pci": 0, "num_pfs": 0, "num_vfs": 0, "num_mdevcap": 0},
+        {},
+    ),
+}
+"""Every host: :data:`SCENARIOS` (the hosts the parity test compares, each with children)
+and ``plain``, a compute node alone (tests/helpers/nova_compute.py)."""
 
 def _fakelibvirt() -> Any:
     import nova.tests
@@ -230,7 +241,7 @@ def _nova_pci_providers(tree: Any, driver: Any) -> None:
 def _fixture(name: str, directory: Path) -> None:
     from lxml import etree
 
-    scenario = SCENARIOS[name]
+    scenario = HOSTS[name]
     fakelibvirt = _fakelibvirt()
     conn = _connection(fakelibvirt, scenario)
     directory.mkdir(parents=True, exist_ok=True)
@@ -281,11 +292,11 @@ def main(argv: list[str]) -> int:
         tree = _nova_tree(SCENARIOS[argv[1]], argv[2], int(argv[3]))
         json.dump(tree, sys.stdout, indent=1, sort_keys=True, default=str)
         return 0
-    if len(argv) == 3 and argv[0] == "fixture" and argv[1] in SCENARIOS:
+    if len(argv) == 3 and argv[0] == "fixture" and argv[1] in HOSTS:
         _fixture(argv[1], Path(argv[2]))
         return 0
     usage = "usage: python -m tests.helpers.nova_libvirt report SCENARIO PATH VERSION"
-    print(f"{usage} | fixture SCENARIO DIR (SCENARIO: {', '.join(SCENARIOS)})", file=sys.stderr)
+    print(f"{usage} | fixture SCENARIO DIR (SCENARIO: {', '.join(HOSTS)})", file=sys.stderr)
     return 2
 
 

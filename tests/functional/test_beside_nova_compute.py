@@ -1,0 +1,251 @@
+"""nova-compute 34 beside the agent on one host, one real Placement (issue 32).
+
+nova's side is nova's own code (:mod:`tests.helpers.nova_compute`: ``ResourceTracker``,
+``LibvirtDriver`` on fakelibvirt, ``SchedulerReportClient``, its own database and
+``compute_id``, ``update_resources_interval = -1``), in a process of its own. The
+agent's side: its libvirt driver on libvirt's test driver reading what the same
+fakelibvirt connection serves, configured with nova's options and nova's ``state_path``
+(as on a host where the agent reads nova.conf).
+
+A round: nova's scheduler claims and nova-compute's ``instance_claim`` runs with its
+provider-tree cache expired (as claims 300 s apart), then one agent cycle; nova-compute
+restarts after the second round. In the last round neither side writes anything and
+every nova call succeeds. Each host in both start orders: the agent first (a new host
+where the agent creates the compute node) and nova-compute first.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid as uuidlib
+from pathlib import Path
+from typing import Any
+
+import libvirt
+import pytest
+
+from agent.placement.report import ReportClient
+from agent.state.store import StateStore
+from agent.tracker.cycle import ResourceTracker
+from drivers.libvirt import LibvirtDriver
+from tests.helpers.libvirt_fixtures import make_conf
+from tests.helpers.nova_compute import NovaCompute, writes
+from tests.helpers.nova_libvirt import HOSTS, NODENAME
+from tests.helpers.paths import LIBVIRT, REPO
+from tests.helpers.placement_http import http_get
+from tests.helpers.served import ServedPlacement
+from tests.helpers.sync import remote_client
+
+ROUNDS = 4
+RESTART_AFTER = 2
+"""nova-compute restarts after this round."""
+
+PROVIDER_CONFIG = """\
+meta:
+  schema_version: '1.0'
+providers:
+  - identification:
+      name: $COMPUTE_NODE
+    inventories:
+      additional:
+        - CUSTOM_LICENSED_WINDOWS:
+            total: 4
+            max_unit: 1
+    traits:
+      additional:
+        - CUSTOM_GOLD
+"""
+"""A provider config file (nova's schema, ``[compute] provider_config_location``)."""
+
+
+class Agent:
+    """The agent on the host nova sees, sharing nova's ``state_path`` (nova.conf)."""
+
+    def __init__(self, tmp_path: Path, host: str, state: Path, options: dict[str, Any]) -> None:
+        scenario = HOSTS[host]
+        fixture = scenario.fixture
+        groups: dict[str, dict[str, Any]] = {
+            group: dict(values) for group, values in scenario.options.items()
+        }
+        for group, values in options.items():
+            groups.setdefault(group, {}).update(values)
+        domcaps = [
+            LIBVIRT / fixture / "domcapabilities.xml",
+            *sorted((LIBVIRT / fixture).glob("domcapabilities-*.xml")),
+        ]
+        groups.setdefault("libvirt", {})["domain_capabilities_file"] = ",".join(map(str, domcaps))
+        default = groups.pop("DEFAULT", {})
+        self.conf = make_conf(
+            tmp_path,
+            fixture,
+            DEFAULT={
+                "host": NODENAME,
+                "state_path": str(state),
+                "reserved_host_memory_mb": 512,
+                "instances_path": str(tmp_path / "instances"),
+                **default,
+            },
+            **groups,
+        )
+        self.tmp_path = tmp_path
+
+    def cycle(self, url: str, startup: bool = False) -> tuple[bool, int]:
+        """One cycle of a fresh agent process (``startup``) or of the running one:
+        (ok, the number of writes it sent)."""
+        if startup or not hasattr(self, "tracker"):
+            state = StateStore(self.conf.state_path)
+            client = remote_client(self.tmp_path, url)
+            self.report = ReportClient(client, state, sleep=lambda _s: None)
+            self.tracker = ResourceTracker(self.conf, LibvirtDriver(self.conf), self.report, state)
+        client = self.report.client
+        before = sum(n for (method, _t), n in client.counts.items() if method != "GET")
+        outcome = self.tracker.update_available_resource(startup)
+        after = sum(n for (method, _t), n in client.counts.items() if method != "GET")
+        return outcome.ok, after - before
+
+
+@pytest.fixture
+def placement(tmp_path):
+    served = ServedPlacement(tmp_path / "placement")
+    served.start()
+    yield served
+    served.stop()
+
+
+def _roots(url: str) -> list[tuple[str, str]]:
+    listing = http_get(url, "/resource_providers")["resource_providers"]
+    return [(p["name"], p["uuid"]) for p in listing if p["parent_provider_uuid"] is None]
+
+
+def _beside(tmp_path: Path, url: str, host: str, agent_first: bool, **options: Any) -> None:
+    """Both start orders' rounds (module docstring) on ``host``; asserts the last is quiet."""
+    instances = tmp_path / "instances"
+    instances.mkdir()
+    state = tmp_path / "nova"
+    nova = NovaCompute(state, host, url, libvirt.getVersion(), instances, options)
+    agent = Agent(tmp_path, host, state, {"compute_agent": {"nova_compute": "true"}, **options})
+    try:
+        if agent_first:
+            assert agent.cycle(url, startup=True)[0]
+        started = nova.call("start")
+        assert started["ok"], started
+        if not agent_first:
+            assert agent.cycle(url, startup=True)[0]
+        # One compute node, one UUID: nova's compute_id, Placement's, the agent's.
+        compute_id = (state / "compute_id").read_text().strip()
+        assert _roots(url) == [(NODENAME, compute_id)]
+        assert started["node_uuid"] == compute_id
+        for n in range(1, ROUNDS + 1):
+            claim = nova.call(
+                "claim", instance=str(uuidlib.uuid4()), vcpus=1, memory_mb=256, root_gb=1
+            )
+            assert claim["ok"], (n, claim)
+            ok, agent_writes = agent.cycle(url)
+            assert ok, n
+            if n == RESTART_AFTER:
+                restarted = nova.call("start")
+                assert restarted["ok"], restarted
+                assert restarted["node_uuid"] == compute_id
+                agent.cycle(url)
+        # The last round: nova's claim and the agent's cycle write nothing but the claim.
+        assert writes(claim["requests"]) == [], (writes(claim["requests"]), claim["written"])
+        assert agent_writes == 0
+        print(
+            f"\n{host}, {'agent' if agent_first else 'nova-compute'} first: a nova claim beside "
+            f"an unchanged agent host costs {len(claim['scheduler_requests'])} scheduler "
+            f"requests ({len(writes(claim['scheduler_requests']))} write: the claim) and "
+            f"{len(claim['requests'])} nova-compute requests "
+            f"({len(writes(claim['requests']))} writes)"
+        )
+        assert _roots(url) == [(NODENAME, compute_id)]
+    finally:
+        nova.close()
+
+
+@pytest.mark.parametrize("agent_first", [True, False], ids=["agent-first", "nova-first"])
+def test_plain_host_either_start_order(tmp_path, placement, agent_first):
+    _beside(tmp_path, placement.url, "plain", agent_first)
+
+
+@pytest.mark.parametrize("agent_first", [True, False], ids=["agent-first", "nova-first"])
+def test_vgpu_host_either_start_order(tmp_path, placement, agent_first):
+    _beside(tmp_path, placement.url, "vgpu", agent_first)
+
+
+def test_pci_in_placement_host(tmp_path, placement):
+    """A PF, its VFs and whole devices in Placement (``[pci] report_in_placement``)."""
+    _beside(tmp_path, placement.url, "pci", agent_first=True)
+
+
+def test_provider_config_file(tmp_path, placement):
+    """One provider config file both read (``[compute] provider_config_location``)."""
+    configs = tmp_path / "provider_config"
+    configs.mkdir()
+    (configs / "windows.yaml").write_text(PROVIDER_CONFIG)
+    options = {"compute": {"provider_config_location": str(configs)}}
+    _beside(tmp_path, placement.url, "plain", agent_first=True, **options)
+
+
+def _run(conf: Path, *command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agent.cli.main", *command, "--config", str(conf)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        check=False,
+    )
+
+
+def _numa_conf(tmp_path: Path, url: str, nova_compute: str) -> Path:
+    fixture = LIBVIRT / "nova-fakelibvirt-plain"
+    path = tmp_path / "compute-agent.conf"
+    path.write_text(
+        f"[DEFAULT]\nhost = {NODENAME}\nstate_path = {tmp_path / 'state'}\n"
+        f"instances_path = {tmp_path}\n"
+        "[compute]\ndriver = libvirt\n"
+        f"[libvirt]\nconnection_uri = test://{fixture / 'host.xml'}\n"
+        f"capabilities_file = {fixture / 'capabilities.xml'}\n"
+        f"domain_capabilities_file = {fixture / 'domcapabilities.xml'}\n"
+        "[numa]\nmodel_in_placement = true\n"
+        f"[compute_agent]\nnova_compute = {nova_compute}\n"
+        f"[placement]\nauth_type = admin_token\nendpoint = {url}\ntoken = admin\n"
+        "noauth_roles = admin,service\n"
+    )
+    return path
+
+
+def test_numa_is_refused_beside_nova_compute_with_nothing_written(tmp_path, placement):
+    """``[compute_agent] nova_compute = true``: ``run`` exits 2 with one line naming the
+    option, why and the way back to flat; Placement holds nothing. ``discover`` still shows
+    the NUMA layout."""
+    conf = _numa_conf(tmp_path, placement.url, "true")
+    done = _run(conf, "run", "--once")
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "[numa] model_in_placement" in lines[0]
+    assert "nova-compute" in lines[0] and "reshapes an existing NUMA tree back to flat" in lines[0]
+    assert http_get(placement.url, "/resource_providers")["resource_providers"] == []
+    shown = _run(conf, "discover")
+    assert shown.returncode == 0, shown.stderr
+    assert f"{NODENAME}_NUMA0" in shown.stdout and f"{NODENAME}_NUMA1" in shown.stdout
+
+
+def test_numa_is_refused_when_a_nova_compute_process_runs(tmp_path, placement):
+    """``auto`` (the default): a process named nova-compute on the host is the evidence
+    (psutil); without it the NUMA tree is the agent's to write."""
+    conf = _numa_conf(tmp_path, placement.url, "auto")
+    script = tmp_path / "bin" / "nova-compute"
+    script.parent.mkdir()
+    script.write_text("import time\ntime.sleep(120)\n")
+    proc = subprocess.Popen([sys.executable, str(script)])
+    try:
+        done = _run(conf, "run", "--once")
+    finally:
+        proc.terminate()
+        proc.wait()
+    assert done.returncode == 2, done.stderr
+    assert f"pid {proc.pid} is nova-compute" in done.stderr
+    assert http_get(placement.url, "/resource_providers")["resource_providers"] == []
