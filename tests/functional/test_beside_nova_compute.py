@@ -33,7 +33,7 @@ from tests.helpers.libvirt_fixtures import make_conf
 from tests.helpers.nova_compute import NovaCompute, writes
 from tests.helpers.nova_libvirt import HOSTS, NODENAME
 from tests.helpers.paths import LIBVIRT, REPO
-from tests.helpers.placement_http import http_get
+from tests.helpers.placement_http import http, http_get
 from tests.helpers.served import ServedPlacement
 from tests.helpers.sync import remote_client
 
@@ -105,12 +105,39 @@ class Agent:
         return outcome.ok, after - before
 
 
-@pytest.fixture
-def placement(tmp_path):
-    served = ServedPlacement(tmp_path / "placement")
+@pytest.fixture(scope="module")
+def placement(tmp_path_factory):
+    """One Placement for the module; each test leaves it empty (:func:`_emptied`)."""
+    served = ServedPlacement(tmp_path_factory.mktemp("placement"))
     served.start()
     yield served
     served.stop()
+
+
+@pytest.fixture(scope="module")
+def nova(tmp_path_factory):
+    """One nova-compute process for the module, a new host per test."""
+    compute = NovaCompute(tmp_path_factory.mktemp("nova-compute"))
+    yield compute
+    compute.close()
+
+
+def _emptied(url: str) -> None:
+    """Every allocation and provider removed (the next test's host has the same name)."""
+    listing = http_get(url, "/resource_providers")["resource_providers"]
+    consumers = set()
+    for p in listing:
+        consumers |= set(
+            http_get(url, f"/resource_providers/{p['uuid']}/allocations")["allocations"]
+        )
+    for consumer in consumers:
+        http(url, "DELETE", f"/allocations/{consumer}")
+    left = {p["uuid"]: p["parent_provider_uuid"] for p in listing}
+    while left:
+        leaves = [u for u in left if u not in left.values()]
+        for uuid in leaves:
+            http(url, "DELETE", f"/resource_providers/{uuid}")
+            del left[uuid]
 
 
 def _roots(url: str) -> list[tuple[str, str]]:
@@ -118,29 +145,49 @@ def _roots(url: str) -> list[tuple[str, str]]:
     return [(p["name"], p["uuid"]) for p in listing if p["parent_provider_uuid"] is None]
 
 
-def _beside(tmp_path: Path, url: str, host: str, agent_first: bool, **options: Any) -> None:
-    """Both start orders' rounds (module docstring) on ``host``; asserts the last is quiet."""
+def _claim(nova: NovaCompute, n: int) -> dict[str, Any]:
+    claim = nova.call("claim", instance=str(uuidlib.uuid4()), vcpus=1, memory_mb=256, root_gb=1)
+    assert claim["ok"], (n, claim)
+    return claim
+
+
+def _started(
+    tmp_path: Path,
+    nova: NovaCompute,
+    url: str,
+    host: str,
+    agent_first: bool,
+    options: dict[str, Any],
+) -> tuple[Agent, str]:
+    """Both started on a new host in the order given; (the agent, compute_id's UUID) once
+    both name the compute node alike."""
     instances = tmp_path / "instances"
-    instances.mkdir()
+    instances.mkdir(parents=True)
     state = tmp_path / "nova"
-    nova = NovaCompute(state, host, url, libvirt.getVersion(), instances, options)
+    nova.host(state, host, url, libvirt.getVersion(), instances, options)
     agent = Agent(tmp_path, host, state, {"compute_agent": {"nova_compute": "true"}, **options})
+    if agent_first:
+        assert agent.cycle(url, startup=True)[0]
+    started = nova.call("start")
+    assert started["ok"], started
+    if not agent_first:
+        assert agent.cycle(url, startup=True)[0]
+    # One compute node, one UUID: nova's compute_id, nova's database, Placement's.
+    compute_id = (state / "compute_id").read_text().strip()
+    assert _roots(url) == [(NODENAME, compute_id)]
+    assert started["node_uuid"] == compute_id
+    return agent, compute_id
+
+
+def _beside(
+    tmp_path: Path, nova: NovaCompute, url: str, host: str, agent_first: bool, **options: Any
+) -> None:
+    """Both start orders' rounds (module docstring) on ``host``; asserts the last is quiet."""
     try:
-        if agent_first:
-            assert agent.cycle(url, startup=True)[0]
-        started = nova.call("start")
-        assert started["ok"], started
-        if not agent_first:
-            assert agent.cycle(url, startup=True)[0]
-        # One compute node, one UUID: nova's compute_id, Placement's, the agent's.
-        compute_id = (state / "compute_id").read_text().strip()
-        assert _roots(url) == [(NODENAME, compute_id)]
-        assert started["node_uuid"] == compute_id
+        agent, compute_id = _started(tmp_path, nova, url, host, agent_first, options)
         for n in range(1, ROUNDS + 1):
-            claim = nova.call(
-                "claim", instance=str(uuidlib.uuid4()), vcpus=1, memory_mb=256, root_gb=1
-            )
-            assert claim["ok"], (n, claim)
+            before = _snapshot(url)
+            claim = _claim(nova, n)
             ok, agent_writes = agent.cycle(url)
             assert ok, n
             if n == RESTART_AFTER:
@@ -149,7 +196,8 @@ def _beside(tmp_path: Path, url: str, host: str, agent_first: bool, **options: A
                 assert restarted["node_uuid"] == compute_id
                 agent.cycle(url)
         # The last round: nova's claim and the agent's cycle write nothing but the claim.
-        assert writes(claim["requests"]) == [], (writes(claim["requests"]), claim["written"])
+        changed = _changed(before, claim)
+        assert writes(claim["requests"]) == [], (writes(claim["requests"]), changed)
         assert agent_writes == 0
         print(
             f"\n{host}, {'agent' if agent_first else 'nova-compute'} first: a nova claim beside "
@@ -160,31 +208,116 @@ def _beside(tmp_path: Path, url: str, host: str, agent_first: bool, **options: A
         )
         assert _roots(url) == [(NODENAME, compute_id)]
     finally:
-        nova.close()
+        nova.call("close")
+        _emptied(url)
+
+
+def _snapshot(url: str) -> dict[str, dict[str, Any]]:
+    """``{provider UUID: {"name", "traits", "inventories"}}`` in Placement now."""
+    out = {}
+    for p in http_get(url, "/resource_providers")["resource_providers"]:
+        base = f"/resource_providers/{p['uuid']}"
+        out[p["uuid"]] = {
+            "name": p["name"],
+            "traits": set(http_get(url, base + "/traits")["traits"]),
+            "inventories": http_get(url, base + "/inventories")["inventories"],
+        }
+    return out
+
+
+def _changed(before: dict[str, dict[str, Any]], claim: dict[str, Any]) -> list[str]:
+    """What nova-compute's writes of ``claim`` changed against ``before``, in words."""
+    out = []
+    sent = zip(writes(claim["requests"]), claim["written"], strict=True)
+    for (method, path, _status), body in sent:
+        parts = path.split("?")[0].strip("/").split("/")
+        held = before.get(parts[1], {}) if len(parts) > 1 else {}
+        name = held.get("name", path)
+        if parts[-1] == "traits" and body:
+            new = set(body["traits"])
+            out.append(
+                f"{name} traits +{sorted(new - held['traits'])} -{sorted(held['traits'] - new)}"
+            )
+        elif parts[-1] == "inventories" and body:
+            old = held.get("inventories", {})
+            new = body["inventories"]
+            diff = {
+                rc: (old.get(rc), new.get(rc))
+                for rc in set(old) | set(new)
+                if {k: v for k, v in (old.get(rc) or {}).items() if k in (new.get(rc) or {})}
+                != new.get(rc)
+            }
+            out.append(f"{name} inventories {diff}")
+        else:
+            out.append(f"{method} {path} {body}")
+    return out
+
+
+def test_one_compute_node_whoever_starts_first(tmp_path, placement, nova):
+    """Item 1 of issue 32: the agent first on a new host (it writes nova's compute_id and
+    creates the compute node with it), then nova-compute first on another; in each,
+    every nova call succeeds (start-up, claims with the cache expired, a restart) and
+    Placement holds one compute node, compute_id's."""
+    for agent_first in (True, False):
+        order = tmp_path / ("agent-first" if agent_first else "nova-first")
+        try:
+            agent, compute_id = _started(order, nova, placement.url, "plain", agent_first, {})
+            _claim(nova, 1)
+            assert agent.cycle(placement.url)[0]
+            restarted = nova.call("start")
+            assert restarted["ok"] and restarted["node_uuid"] == compute_id, restarted
+            _claim(nova, 2)
+            assert _roots(placement.url) == [(NODENAME, compute_id)]
+        finally:
+            nova.call("close")
+            _emptied(placement.url)
+
+
+def test_an_existing_agent_host_gets_novas_compute_id(tmp_path, placement, nova):
+    """A host an earlier agent created without writing compute_id: the agent's next start
+    writes it (the compute node's UUID), so nova-compute started afterwards uses it."""
+    instances = tmp_path / "instances"
+    instances.mkdir()
+    state = tmp_path / "nova"
+    state.mkdir()
+    agent = Agent(tmp_path, "plain", state, {"compute_agent": {"nova_compute": "true"}})
+    try:
+        assert agent.cycle(placement.url, startup=True)[0]
+        [(_name, root)] = _roots(placement.url)
+        (state / "compute_id").unlink()  # as an agent before this change left the host
+        assert agent.cycle(placement.url, startup=True)[0]
+        assert (state / "compute_id").read_text().strip() == root
+        nova.host(state, "plain", placement.url, libvirt.getVersion(), instances)
+        started = nova.call("start")
+        assert started["ok"] and started["node_uuid"] == root, started
+        _claim(nova, 1)
+        assert _roots(placement.url) == [(NODENAME, root)]
+    finally:
+        nova.call("close")
+        _emptied(placement.url)
 
 
 @pytest.mark.parametrize("agent_first", [True, False], ids=["agent-first", "nova-first"])
-def test_plain_host_either_start_order(tmp_path, placement, agent_first):
-    _beside(tmp_path, placement.url, "plain", agent_first)
+def test_plain_host_either_start_order(tmp_path, placement, nova, agent_first):
+    _beside(tmp_path, nova, placement.url, "plain", agent_first)
 
 
-@pytest.mark.parametrize("agent_first", [True, False], ids=["agent-first", "nova-first"])
-def test_vgpu_host_either_start_order(tmp_path, placement, agent_first):
-    _beside(tmp_path, placement.url, "vgpu", agent_first)
+def test_vgpu_host(tmp_path, placement, nova):
+    _beside(tmp_path, nova, placement.url, "vgpu", agent_first=False)
 
 
-def test_pci_in_placement_host(tmp_path, placement):
+def test_pci_in_placement_host(tmp_path, placement, nova):
     """A PF, its VFs and whole devices in Placement (``[pci] report_in_placement``)."""
-    _beside(tmp_path, placement.url, "pci", agent_first=True)
+    _beside(tmp_path, nova, placement.url, "pci", agent_first=True)
 
 
-def test_provider_config_file(tmp_path, placement):
+def test_provider_config_file(tmp_path, placement, nova):
     """One provider config file both read (``[compute] provider_config_location``)."""
     configs = tmp_path / "provider_config"
     configs.mkdir()
     (configs / "windows.yaml").write_text(PROVIDER_CONFIG)
     options = {"compute": {"provider_config_location": str(configs)}}
-    _beside(tmp_path, placement.url, "plain", agent_first=True, **options)
+    _beside(tmp_path, nova, placement.url, "plain", agent_first=True, **options)
 
 
 def _run(conf: Path, *command: str) -> subprocess.CompletedProcess[str]:

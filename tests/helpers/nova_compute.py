@@ -1,7 +1,7 @@
 """nova-compute 34 beside the agent: nova's own resource tracker on a real Placement.
 
-The judge of issue 32. One long-lived process per host (``python -m
-tests.helpers.nova_compute CONFIG``, fed JSON commands one a line on stdin, answering one
+The judge of issue 32. One long-lived process (``python -m tests.helpers.nova_compute
+DATABASE``, one host at a time, fed JSON commands one a line on stdin, answering one
 JSON line each on stdout; driven from pytest by :class:`NovaCompute`) runs, unchanged,
 nova 34's own code for the host's side of nova:
 
@@ -16,11 +16,13 @@ nova 34's own code for the host's side of nova:
   migrations) and its own ``compute_id`` file in its ``[DEFAULT] state_path``
   (``nova/virt/node.py``), with ``[DEFAULT] update_resources_interval = -1``.
 
-Commands (each answer: ``ok``, ``error`` when not ok, ``requests`` and
+Commands (``host`` first; each answer: ``ok``, ``error`` when not ok, ``requests`` and
 ``scheduler_requests``: ``[method, path, status]`` of every request nova-compute and
 nova's scheduler sent to Placement during the command, ``written``: nova-compute's
 request bodies of its writes, ``node_uuid``: the tracker's compute node UUID):
 
+* ``host`` ``{scenario, placement, libvirt_version, instances_path, state_path,
+  options}``: a host nova-compute never ran on (its database emptied).
 * ``start``: nova-compute's start-up as far as the resource tracker goes, in nova's order
   (``nova/service.py`` ``Service.start``): the service record is read;
   ``ComputeManager.init_host``'s node part (``driver.init_host``,
@@ -76,44 +78,21 @@ def writes(requests: list[Request]) -> list[Request]:
 
 
 class NovaCompute:
-    """Drives one nova-compute process (module docstring) from the test.
+    """Drives one nova-compute process (module docstring) from the test; one process serves
+    one host at a time (:meth:`host`), so a test module can share it.
 
     Args:
-        workdir: nova's directory: its ``state_path`` (``compute_id``), database, log.
-        scenario: a :data:`~tests.helpers.nova_libvirt.HOSTS` name.
-        placement: Placement's URL.
-        libvirt_version: what fakelibvirt answers ``getLibVersion`` (the agent's libvirt's).
-        instances_path: nova's ``instances_path`` (the agent's, so both measure one disk).
-        options: more nova options, ``{group: {name: value}}`` (``DEFAULT`` for none).
+        workdir: the process's directory: nova's database and its log.
     """
 
-    def __init__(
-        self,
-        workdir: Path,
-        scenario: str,
-        placement: str,
-        libvirt_version: int,
-        instances_path: Path,
-        options: dict[str, dict[str, Any]] | None = None,
-    ) -> None:
+    def __init__(self, workdir: Path) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.workdir = workdir
-        self.state_path = workdir
-        config = {
-            "scenario": scenario,
-            "placement": placement,
-            "libvirt_version": libvirt_version,
-            "instances_path": str(instances_path),
-            "state_path": str(workdir),
-            "database": str(workdir / "nova.sqlite"),
-            "options": options or {},
-        }
-        (workdir / "nova-compute.json").write_text(json.dumps(config))
         self.log = (workdir / "nova-compute.log").open("w")
         self.proc = subprocess.Popen(
             [
                 *(sys.executable, "-W", "ignore", "-m", "tests.helpers.nova_compute"),
-                str(workdir / "nova-compute.json"),
+                str(workdir / "nova.sqlite"),
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -121,6 +100,38 @@ class NovaCompute:
             text=True,
             cwd=REPO,
         )
+
+    def host(
+        self,
+        state_path: Path,
+        scenario: str,
+        placement: str,
+        libvirt_version: int,
+        instances_path: Path,
+        options: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
+        """A new host for this process: nova-compute was never started there (its database
+        emptied, its ``state_path`` as given).
+
+        Args:
+            state_path: nova's ``[DEFAULT] state_path`` (``compute_id``).
+            scenario: a :data:`~tests.helpers.nova_libvirt.HOSTS` name.
+            placement: Placement's URL.
+            libvirt_version: what fakelibvirt answers ``getLibVersion`` (the agent's libvirt's).
+            instances_path: nova's ``instances_path`` (the agent's: one disk measured).
+            options: more nova options, ``{group: {name: value}}`` (``DEFAULT`` for none).
+        """
+        state_path.mkdir(parents=True, exist_ok=True)
+        answer = self.call(
+            "host",
+            scenario=scenario,
+            placement=placement,
+            libvirt_version=libvirt_version,
+            instances_path=str(instances_path),
+            state_path=str(state_path),
+            options=options or {},
+        )
+        assert answer["ok"], answer
 
     def call(self, op: str, **args: Any) -> dict[str, Any]:
         """Send one command; its answer (module docstring).
@@ -191,34 +202,58 @@ def _adapter(base: str, seen: list[Request], bodies: list[Any]) -> Any:
 class _Compute:
     """nova-compute's objects for one life of the service (module docstring)."""
 
-    def __init__(self, config: dict[str, Any]) -> None:
+    def __init__(self, database: Path) -> None:
         from nova import context as nova_context
         from nova import objects
 
         objects.register_all()
-        self.config = config
-        self.scenario = HOSTS[config["scenario"]]
-        database = Path(config["database"])
-        if not database.exists():
-            with sqlite3.connect(database) as con:
-                con.executescript((NOVA / "cell_schema.sql").read_text())
-        self.options: dict[str, dict[str, Any]] = {
-            "DEFAULT": {
-                "host": NODENAME,
-                "compute_driver": "libvirt.LibvirtDriver",
-                "state_path": config["state_path"],
-                "update_resources_interval": -1,
-            },
-            "database": {"connection": f"sqlite:///{database}"},
-        }
-        for group, values in config["options"].items():
-            self.options.setdefault(group, {}).update(values)
+        self.database = database
+        with sqlite3.connect(database) as con:
+            con.executescript((NOVA / "cell_schema.sql").read_text())
+        self.config: dict[str, Any] = {}
+        self.options: dict[str, dict[str, Any]] = {}
         self.context = nova_context.get_admin_context()
         self.compute_requests: list[Request] = []
         self.scheduler_requests: list[Request] = []
         self.bodies: list[Any] = []
         self.stack: contextlib.ExitStack | None = None
         self.manager: Any = None
+
+    def host(self, **config: Any) -> None:
+        """A host nova-compute never ran on (:meth:`NovaCompute.host`)."""
+        from nova import conf as nova_conf
+
+        self.close()
+        conf = nova_conf.CONF
+        for group, values in self.options.items():
+            for name in values:
+                if group != "database":
+                    conf.clear_override(name, group=None if group == "DEFAULT" else group)
+        with sqlite3.connect(self.database) as con:
+            tables = con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            for (table,) in list(tables):
+                if table != "alembic_version" and not table.startswith("sqlite_"):
+                    con.execute(f"DELETE FROM {table}")  # the schema's own table names
+        self.config = config
+        self.scenario = HOSTS[config["scenario"]]
+        self.options = {
+            "DEFAULT": {
+                "host": NODENAME,
+                "compute_driver": "libvirt.LibvirtDriver",
+                "state_path": config["state_path"],
+                "update_resources_interval": -1,
+            },
+            "database": {"connection": f"sqlite:///{self.database}"},
+        }
+        for group, values in config["options"].items():
+            self.options.setdefault(group, {}).update(values)
+        self.manager = None
+
+    def close(self) -> None:
+        """nova-compute stops (its fakelibvirt fixture undone)."""
+        if self.stack is not None:
+            self.stack.close()
+            self.stack = None
 
     # One life of nova-compute.
     def start(self) -> None:
@@ -229,8 +264,7 @@ class _Compute:
         from nova.compute import resource_tracker
         from nova.scheduler.client import report
 
-        if self.stack is not None:
-            self.stack.close()
+        self.close()
         nova.virt.node.LOCAL_NODE_UUID = None  # a new process reads compute_id again
         self.stack = contextlib.ExitStack()
         driver = self.stack.enter_context(
@@ -349,10 +383,10 @@ class _Compute:
         return node.uuid if node is not None else None
 
 
-def _serve(config: dict[str, Any], commands: IO[str], answers: IO[str]) -> None:
+def _serve(database: Path, commands: IO[str], answers: IO[str]) -> None:
     errors = _Errors()
     logging.getLogger("nova").addHandler(errors)
-    compute = _Compute(config)
+    compute = _Compute(database)
     for line in commands:
         command = json.loads(line)
         op = command.pop("op")
@@ -376,8 +410,7 @@ def _serve(config: dict[str, Any], commands: IO[str], answers: IO[str]) -> None:
         answer["node_uuid"] = compute.node_uuid()
         answers.write(json.dumps(answer) + "\n")
         answers.flush()
-    if compute.stack is not None:
-        compute.stack.close()
+    compute.close()
 
 
 @contextlib.contextmanager
@@ -392,14 +425,13 @@ def _quiet_stdout() -> Iterator[IO[str]]:
 
 
 def main(argv: list[str]) -> int:
-    """``CONFIG``: the JSON file :class:`NovaCompute` wrote."""
+    """``DATABASE``: nova's SQLite file (created with nova's schema)."""
     if len(argv) != 1:
-        print("usage: python -m tests.helpers.nova_compute CONFIG.json", file=sys.stderr)
+        print("usage: python -m tests.helpers.nova_compute DATABASE", file=sys.stderr)
         return 2
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    config = json.loads(Path(argv[0]).read_text())
     with _quiet_stdout() as answers:
-        _serve(config, sys.stdin, answers)
+        _serve(Path(argv[0]), sys.stdin, answers)
     return 0
 
 
