@@ -165,7 +165,7 @@ def _started(
     instances.mkdir(parents=True)
     state = tmp_path / "nova"
     nova.host(state, host, url, libvirt.getVersion(), instances, options)
-    agent = Agent(tmp_path, host, state, {"compute_agent": {"nova_compute": "true"}, **options})
+    agent = Agent(tmp_path, host, state, options)
     if agent_first:
         assert agent.cycle(url, startup=True)[0]
     started = nova.call("start")
@@ -280,7 +280,7 @@ def test_an_existing_agent_host_gets_novas_compute_id(tmp_path, placement, nova)
     instances.mkdir()
     state = tmp_path / "nova"
     state.mkdir()
-    agent = Agent(tmp_path, "plain", state, {"compute_agent": {"nova_compute": "true"}})
+    agent = Agent(tmp_path, "plain", state, {})
     try:
         assert agent.cycle(placement.url, startup=True)[0]
         [(_name, root)] = _roots(placement.url)
