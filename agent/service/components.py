@@ -25,7 +25,7 @@ from agent.placement.report import ReportClient
 from agent.placement.session import client_from_conf
 from agent.service import beside_nova
 from agent.shape.adapter import adapt
-from agent.state.store import StateStore, config_files
+from agent.state.store import StateStore, nova_identity
 from agent.tracker.cycle import ResourceTracker
 from drivers.base import ComputeDriver
 from drivers.events import DriverEvent
@@ -129,7 +129,7 @@ def start(
         else:
             client = prepared.remote
         client.observers.append(on_request)
-        state = StateStore(conf.state_path, config_files=config_files(conf))
+        state = StateStore(conf.state_path, **nova_identity(conf))
         # The embedded Placement is SQLite in this process: one request at a time.
         in_flight = 1 if prepared.remote is None else conf.placement.max_concurrent_requests
         report = ReportClient(client, state, max_concurrent_requests=in_flight)

@@ -113,38 +113,6 @@ METRICS_OPTS: list[cfg.Opt] = [
 ]
 
 
-COMPUTE_AGENT_OPTS: list[cfg.Opt] = [
-    cfg.StrOpt(
-        "nova_compute",
-        default="auto",
-        choices=[
-            (
-                "auto",
-                "beside nova-compute when a process named nova-compute runs on this "
-                "host (psutil) when 'compute-agent run' starts",
-            ),
-            (
-                "true",
-                "nova-compute runs beside the agent (say so where the agent cannot see "
-                "its process: another PID namespace, a container)",
-            ),
-            ("false", "the agent is the only writer of this host's provider tree"),
-        ],
-        help="Whether nova-compute runs beside the agent on this host now. Beside it, "
-        "'compute-agent run' refuses the layouts nova-compute's resource tracker writes "
-        "back ([numa] model_in_placement) at start-up, and nova's node identity file "
-        "(compute_id in [DEFAULT] state_path) must be written when the agent creates the "
-        "compute node. A compute_id file alone is not evidence: it stays after a takeover "
-        "(docs/deployment.md, 'Beside nova-compute').",
-    ),
-]
-
-
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
     """The tracker's and the service's options by group."""
-    return [
-        ("DEFAULT", DEFAULT_OPTS),
-        ("compute", COMPUTE_OPTS),
-        ("metrics", METRICS_OPTS),
-        ("compute_agent", COMPUTE_AGENT_OPTS),
-    ]
+    return [("DEFAULT", DEFAULT_OPTS), ("compute", COMPUTE_OPTS), ("metrics", METRICS_OPTS)]

@@ -63,11 +63,14 @@ LAST_CYCLE_FILE = "last_cycle.json"
 """The service's last cycle: when, how long, outcome per node (``compute-agent status``)."""
 
 
-def config_files(conf: Any) -> tuple[str, ...]:
-    """The configuration files ``conf`` was read from (oslo.config's ``config_file``), where
-    nova also looks for its ``compute_id``; () when it has none."""
+def nova_identity(conf: Any) -> dict[str, Any]:
+    """:class:`StateStore`'s arguments that say where nova's ``compute_id`` is:
+    ``config_files`` (oslo.config's ``config_file``: nova looks next to each) and
+    ``nova_state_path`` (``[compute_agent] nova_state_path``)."""
     # oslo.config's NoSuchOptError is an AttributeError: a ConfigOpts never called.
-    return tuple(getattr(conf, "config_file", None) or ())
+    files = tuple(getattr(conf, "config_file", None) or ())
+    group = getattr(conf, "compute_agent", None)
+    return {"config_files": files, "nova_state_path": getattr(group, "nova_state_path", None)}
 
 
 def read_json(path: Path) -> Any | None:
@@ -145,11 +148,14 @@ class StateStore:
         *,
         read_only: bool = False,
         config_files: tuple[str, ...] | list[str] = (),
+        nova_state_path: str | Path | None = None,
     ) -> None:
         self.path = Path(state_path)
         self.read_only = read_only
-        # nova looks for its compute_id next to each configuration file too.
-        self.identity_dirs = node_identity.locations(config_files, self.path)
+        # nova-compute's state_path (compute_id), and the configuration files' directories
+        # nova looks in too.
+        self.nova_path = Path(nova_state_path) if nova_state_path else self.path
+        self.identity_dirs = node_identity.locations(config_files, self.nova_path)
         # name -> document a read-only store would have written (read back first).
         self._unwritten: dict[str, Any] = {}
         self.save_error: str | None = None
@@ -260,7 +266,7 @@ class StateStore:
         """The UUID in nova's ``compute_id`` file, or None when there is none.
 
         Read as nova 34 reads it (:func:`agent.state.node_identity.read`): next to each
-        configuration file, then here.
+        configuration file, then in nova's state_path (:attr:`nova_path`).
 
         Raises:
             ConfigError: a file holds no UUID, or two disagree (nova refuses to start then too).
@@ -268,8 +274,9 @@ class StateStore:
         return node_identity.read(self.identity_dirs)
 
     def write_nova_compute_id(self, node_uuid: str) -> str:
-        """Write nova's ``compute_id`` here holding ``node_uuid`` unless one exists (as nova
-        does, exclusively); the UUID nova will read. A read-only store writes nothing.
+        """Write nova's ``compute_id`` in nova's state_path holding ``node_uuid`` unless
+        one exists (as nova does, exclusively); the UUID nova will read. A read-only store
+        writes nothing.
 
         Raises:
             ConfigError: the file cannot be written (:func:`agent.state.node_identity.write`).
@@ -277,7 +284,7 @@ class StateStore:
         held = self.nova_compute_id()
         if held is not None or self.read_only:
             return held or node_uuid
-        return node_identity.write(self.path, node_uuid, self.identity_dirs)
+        return node_identity.write(self.nova_path, node_uuid, self.identity_dirs)
 
     def root_uuids(self) -> dict[str, str]:
         """``{nodename: UUID}`` of every compute node recorded; invalid entries are dropped."""

@@ -62,7 +62,9 @@ providers:
 class Agent:
     """The agent on the host nova sees, sharing nova's ``state_path`` (nova.conf)."""
 
-    def __init__(self, tmp_path: Path, host: str, state: Path, options: dict[str, Any]) -> None:
+    def __init__(
+        self, tmp_path: Path, host: str, state: Path, options: dict[str, Any], **store: Any
+    ) -> None:
         scenario = HOSTS[host]
         fixture = scenario.fixture
         groups: dict[str, dict[str, Any]] = {
@@ -89,12 +91,13 @@ class Agent:
             **groups,
         )
         self.tmp_path = tmp_path
+        self.store = store  # StateStore's arguments beyond the state directory
 
     def cycle(self, url: str, startup: bool = False) -> tuple[bool, int]:
         """One cycle of a fresh agent process (``startup``) or of the running one:
         (ok, the number of writes it sent)."""
         if startup or not hasattr(self, "tracker"):
-            state = StateStore(self.conf.state_path)
+            state = StateStore(self.conf.state_path, **self.store)
             client = remote_client(self.tmp_path, url)
             self.report = ReportClient(client, state, sleep=lambda _s: None)
             self.tracker = ResourceTracker(self.conf, LibvirtDriver(self.conf), self.report, state)
@@ -287,6 +290,35 @@ def test_an_existing_agent_host_gets_novas_compute_id(tmp_path, placement, nova)
         (state / "compute_id").unlink()  # as an agent before this change left the host
         assert agent.cycle(placement.url, startup=True)[0]
         assert (state / "compute_id").read_text().strip() == root
+        nova.host(state, "plain", placement.url, libvirt.getVersion(), instances)
+        started = nova.call("start")
+        assert started["ok"] and started["node_uuid"] == root, started
+        _claim(nova, 1)
+        assert _roots(placement.url) == [(NODENAME, root)]
+    finally:
+        nova.call("close")
+        _emptied(placement.url)
+
+
+def test_agent_first_with_a_state_directory_of_its_own(tmp_path, placement, nova):
+    """The agent keeps its state apart (``[DEFAULT] state_path``) and is told nova's
+    (``[compute_agent] nova_state_path``): it writes nova's compute_id there, and
+    nova-compute started afterwards uses the agent's compute node."""
+    instances = tmp_path / "instances"
+    instances.mkdir()
+    state = tmp_path / "nova"
+    agent = Agent(
+        tmp_path,
+        "plain",
+        tmp_path / "agent",
+        {"compute_agent": {"nova_state_path": str(state)}},
+        nova_state_path=state,  # what the service passes (agent.state.store.nova_identity)
+    )
+    try:
+        assert agent.cycle(placement.url, startup=True)[0]
+        [(_name, root)] = _roots(placement.url)
+        assert (state / "compute_id").read_text().strip() == root
+        assert not (tmp_path / "agent" / "compute_id").exists()
         nova.host(state, "plain", placement.url, libvirt.getVersion(), instances)
         started = nova.call("start")
         assert started["ok"] and started["node_uuid"] == root, started
