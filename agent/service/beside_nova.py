@@ -22,6 +22,7 @@ nova-compute no longer runs.
 from __future__ import annotations
 
 import os
+from typing import Protocol
 
 import psutil
 from oslo_config import cfg
@@ -61,6 +62,39 @@ def nova_compute_beside(conf: cfg.ConfigOpts) -> tuple[bool, str]:
     if pid is None:
         return False, f"{where}: no nova-compute process runs"
     return True, f"{where}: pid {pid} is nova-compute"
+
+
+class HostNamed(Protocol):
+    """What :func:`check_name` reads of the driver (:class:`agent.shape.adapter.DriverAdapter`)."""
+
+    def get_nodenames(self) -> list[str]: ...
+
+    def hypervisor_hostname(self) -> str | None: ...
+
+
+def check_name(adapter: HostNamed, evidence: str) -> None:
+    """The agent's nodename must be the name nova-compute gives the compute node.
+
+    nova 34 names a libvirt compute node after libvirt's hostname
+    (``LibvirtDriver.get_available_nodes`` -> ``Host.get_hostname``), and its libvirt
+    driver edits the tree by that name (``update_provider_tree(tree, nodename)``): a
+    compute node the agent renamed ``[DEFAULT] host`` would make each of nova's claims
+    fail. A hypervisor that cannot be asked now is let through (the driver warns).
+
+    Raises:
+        ConfigError: one line naming ``[DEFAULT] host``, both names and the fix.
+    """
+    nodenames = adapter.get_nodenames()
+    if len(nodenames) != 1:
+        return
+    hostname = adapter.hypervisor_hostname()
+    if hostname and hostname != nodenames[0]:
+        raise ConfigError(
+            f"[DEFAULT] host = {nodenames[0]} is not libvirt's hostname {hostname}, the name "
+            f"nova-compute gives this compute node ({evidence}): set [DEFAULT] host = "
+            f"{hostname} in the agent's configuration (docs/deployment.md, "
+            "'Beside nova-compute')"
+        )
 
 
 def refuse_layouts(conf: cfg.ConfigOpts, evidence: str) -> None:

@@ -88,15 +88,18 @@ def prepare(
         ConfigError: the configuration does not fit the host, Placement's
             options are incomplete (no request is sent), this process
             cannot serve the embedded Placement's database, or it asks for a
-            layout nova-compute beside the agent would write back
-            (:func:`.beside_nova.refuse_layouts`).
+            layout nova-compute beside the agent would write back, or a
+            nodename other than nova's (:mod:`.beside_nova`).
     """
     beside, evidence = beside_nova.nova_compute_beside(conf)
     if beside:
         beside_nova.refuse_layouts(conf, evidence)
-        LOG.info("beside nova-compute (%s)", evidence)
     driver = driver_factory(conf)
-    adapt(driver, conf).check_host_config()
+    adapter = adapt(driver, conf)
+    adapter.check_host_config()
+    if beside:
+        beside_nova.check_name(adapter, evidence)
+        LOG.info("beside nova-compute (%s)", evidence)
     remote = None if is_embedded(conf) else client_from_conf(conf)
     if remote is None:
         check_embedded_database(conf.state_path)

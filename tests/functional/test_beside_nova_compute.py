@@ -363,17 +363,19 @@ def _run(conf: Path, *command: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _numa_conf(tmp_path: Path, url: str, nova_compute: str) -> Path:
+def _numa_conf(
+    tmp_path: Path, url: str, nova_compute: str, numa: bool = True, host: str = NODENAME
+) -> Path:
     fixture = LIBVIRT / "nova-fakelibvirt-plain"
     path = tmp_path / "compute-agent.conf"
     path.write_text(
-        f"[DEFAULT]\nhost = {NODENAME}\nstate_path = {tmp_path / 'state'}\n"
+        f"[DEFAULT]\nhost = {host}\nstate_path = {tmp_path / 'state'}\n"
         f"instances_path = {tmp_path}\n"
         "[compute]\ndriver = libvirt\n"
         f"[libvirt]\nconnection_uri = test://{fixture / 'host.xml'}\n"
         f"capabilities_file = {fixture / 'capabilities.xml'}\n"
         f"domain_capabilities_file = {fixture / 'domcapabilities.xml'}\n"
-        "[numa]\nmodel_in_placement = true\n"
+        f"[numa]\nmodel_in_placement = {numa}\n"
         f"[compute_agent]\nnova_compute = {nova_compute}\n"
         f"[placement]\nauth_type = admin_token\nendpoint = {url}\ntoken = admin\n"
         "noauth_roles = admin,service\n"
@@ -414,3 +416,33 @@ def test_numa_is_refused_when_a_nova_compute_process_runs(tmp_path, placement):
     assert done.returncode == 2, done.stderr
     assert f"pid {proc.pid} is nova-compute" in done.stderr
     assert http_get(placement.url, "/resource_providers")["resource_providers"] == []
+
+
+def test_beside_nova_compute_the_agents_host_is_libvirts_hostname(tmp_path, placement):
+    """nova names the compute node after libvirt's hostname: beside nova-compute, another
+    ``[DEFAULT] host`` is refused at start-up (exit 2, one line, nothing written); libvirt's
+    hostname runs."""
+    conn = libvirt.open("test:///default")
+    try:
+        hostname = conn.getHostname()
+    finally:
+        conn.close()
+    conf = _numa_conf(tmp_path, placement.url, "true", numa=False)
+    done = _run(conf, "run", "--once")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"compute-agent run: [DEFAULT] host = {NODENAME} is not libvirt's hostname {hostname}, "
+        "the name nova-compute gives this compute node ([compute_agent] nova_compute = true): "
+        f"set [DEFAULT] host = {hostname} in the agent's configuration (docs/deployment.md, "
+        "'Beside nova-compute')"
+    ]
+    assert http_get(placement.url, "/resource_providers")["resource_providers"] == []
+    conf = _numa_conf(tmp_path, placement.url, "true", numa=False, host=hostname)
+    done = _run(conf, "run", "--once")
+    try:
+        assert done.returncode == 0, done.stderr
+        assert [name for name, _uuid in _roots(placement.url)] == [hostname]
+        compute_id = (tmp_path / "state" / "compute_id").read_text().strip()
+        assert _roots(placement.url) == [(hostname, compute_id)]
+    finally:
+        _emptied(placement.url)
