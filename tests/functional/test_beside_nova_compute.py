@@ -77,6 +77,8 @@ class Agent:
             *sorted((LIBVIRT / fixture).glob("domcapabilities-*.xml")),
         ]
         groups.setdefault("libvirt", {})["domain_capabilities_file"] = ",".join(map(str, domcaps))
+        if (LIBVIRT / fixture / "sysfs").is_dir():  # the kernel's kvm_amd parameters (SEV)
+            groups.setdefault("host_driver", {})["sysfs_root"] = str(LIBVIRT / fixture / "sysfs")
         default = groups.pop("DEFAULT", {})
         self.conf = make_conf(
             tmp_path,
@@ -183,11 +185,19 @@ def _started(
 
 
 def _beside(
-    tmp_path: Path, nova: NovaCompute, url: str, host: str, agent_first: bool, **options: Any
+    tmp_path: Path,
+    nova: NovaCompute,
+    url: str,
+    host: str,
+    agent_first: bool,
+    children: frozenset[str] = frozenset(),
+    **options: Any,
 ) -> None:
     """Both start orders' rounds (module docstring) on ``host``; asserts the last is quiet."""
     try:
         agent, compute_id = _started(tmp_path, nova, url, host, agent_first, options)
+        names = {p["name"] for p in http_get(url, "/resource_providers")["resource_providers"]}
+        assert children <= names, (children, names)
         for n in range(1, ROUNDS + 1):
             before = _snapshot(url)
             claim = _claim(nova, n)
@@ -335,12 +345,20 @@ def test_plain_host_either_start_order(tmp_path, placement, nova, agent_first):
 
 
 def test_vgpu_host(tmp_path, placement, nova):
-    _beside(tmp_path, nova, placement.url, "vgpu", agent_first=False)
+    """Two mdev-capable GPUs offering nvidia-11: nova's ``{nodename}_pci_{address}``."""
+    gpus = frozenset({f"{NODENAME}_pci_0000_81_00_0", f"{NODENAME}_pci_0000_81_01_0"})
+    _beside(tmp_path, nova, placement.url, "vgpu", agent_first=False, children=gpus)
 
 
 def test_pci_in_placement_host(tmp_path, placement, nova):
     """A PF, its VFs and whole devices in Placement (``[pci] report_in_placement``)."""
     _beside(tmp_path, nova, placement.url, "pci", agent_first=True)
+
+
+def test_sev_host(tmp_path, placement, nova):
+    """AMD SEV: nova's ``{nodename}_amd_sev`` child with MEM_ENCRYPTION_CONTEXT."""
+    sev = frozenset({f"{NODENAME}_amd_sev"})
+    _beside(tmp_path, nova, placement.url, "sev", agent_first=True, children=sev)
 
 
 def test_provider_config_file(tmp_path, placement, nova):

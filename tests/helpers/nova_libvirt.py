@@ -23,9 +23,9 @@ of nova's driver, nova's global ``CONF``), so it never runs inside pytest's proc
   ``host.xml`` (``getInfo`` as the test driver's ``<cpu>`` and ``<memory>``, each
   ``listAllDevices`` node device's ``XMLDesc``), each file naming its source.
 
-The hosts (:data:`SCENARIOS`): :data:`HOST` (nova's ``HostInfo``: two NUMA cells, two
-cores of two threads each; its memory, 16780000, is what nova reads as MiB from
-``getInfo``) with, in ``plain``, no device and nova's default options; in ``vgpu``, two mdev-capable GPUs and ``[devices]
+The hosts (:data:`SCENARIOS`; :data:`HOSTS` adds two): :data:`HOST` (nova's
+``HostInfo``: two NUMA cells, two cores of two threads each; its memory, 16780000,
+is what nova reads as MiB from ``getInfo``) with, in ``vgpu``, two mdev-capable GPUs and ``[devices]
 enabled_mdev_types = nvidia-11``; in ``pci``, two whole PCI devices and a PF with two VFs,
 ``[pci] device_spec`` offering the devices and the VFs, ``report_in_placement = true``;
 in ``tdx``, the ``vgpu`` host offering Intel TDX: fakelibvirt's domain capabilities with
@@ -67,12 +67,17 @@ class Scenario:
         options: ``{group: {option: value}}`` set in nova's and in the agent's
             configuration alike (the agent reads nova's option names).
         tdx: fakelibvirt's domain capabilities offer Intel TDX.
+        sev: fakelibvirt's domain capabilities offer AMD SEV
+            (``_domain_capability_features_with_SEV``: 100 guests) and nova's
+            ``AmdSevFixture`` says the kernel supports it; the agent reads the kernel's
+            ``kvm_amd`` parameters from the fixture's ``sysfs`` (``[host_driver] sysfs_root``).
     """
 
     fixture: str
     pci: dict[str, int]
     options: dict[str, dict[str, Any]]
     tdx: bool = False
+    sev: bool = False
 
 
 SCENARIOS = {
@@ -113,9 +118,17 @@ HOSTS = {
         {"num_pci": 0, "num_pfs": 0, "num_vfs": 0, "num_mdevcap": 0},
         {},
     ),
+    "sev": Scenario(
+        "nova-fakelibvirt-sev",
+        {"num_pci": 0, "num_pfs": 0, "num_vfs": 0, "num_mdevcap": 0},
+        {},
+        sev=True,
+    ),
 }
 """Every host: :data:`SCENARIOS` (the hosts the parity test compares, each with children)
-and ``plain``, a compute node alone (tests/helpers/nova_compute.py)."""
+``plain``, a compute node alone, and ``sev``, the plain host offering AMD SEV
+(tests/helpers/nova_compute.py)."""
+
 
 def _fakelibvirt() -> Any:
     import nova.tests
@@ -133,6 +146,10 @@ def _connection(fakelibvirt: Any, scenario: Scenario, libvirt_version: int | Non
         # Class-wide: nova's driver may open more connections; its own TDX test patches so.
         fakelibvirt.virConnect._domain_capability_features = (
             fakelibvirt.virConnect._domain_capability_features_with_TDX
+        )
+    if scenario.sev:  # as nova's TestSEV patches it (nova/tests/functional/libvirt/test_amd_sev.py)
+        fakelibvirt.virConnect._domain_capability_features = (
+            fakelibvirt.virConnect._domain_capability_features_with_SEV
         )
     return fakelibvirt.Connection(
         "qemu:///system",
@@ -174,6 +191,7 @@ def nova_driver(
     fakelibvirt = _fakelibvirt()
     fixture = fakelibvirt.LibvirtFixture()
     fixture.setUp()
+    fixture.amd_sev.sev = scenario.sev
     conn = _connection(fakelibvirt, scenario, libvirt_version)
     no_cgroup = str(Path(instances_path) / "no-misc-cgroup" / "misc.capacity")
     try:
@@ -246,6 +264,15 @@ def _fixture(name: str, directory: Path) -> None:
     conn = _connection(fakelibvirt, scenario)
     directory.mkdir(parents=True, exist_ok=True)
     tdx = ", Intel TDX (_domain_capability_features_with_TDX)" if scenario.tdx else ""
+    if scenario.sev:
+        tdx = ", AMD SEV (_domain_capability_features_with_SEV, AmdSevFixture sev only)"
+        params = directory / "sysfs" / "sys" / "module" / "kvm_amd" / "parameters"
+        params.mkdir(parents=True, exist_ok=True)
+        for name, value in (("sev", "Y"), ("sev_es", "N"), ("sev_snp", "N")):
+            (params / name).write_text(f"{value}\n")
+        mounts = directory / "sysfs" / "proc" / "self" / "mounts"
+        mounts.parent.mkdir(parents=True, exist_ok=True)
+        mounts.write_text("overlay / overlay rw,relatime 0 0\nproc /proc proc rw 0 0\n")
     note = f"<!-- Served by {SOURCE}: host {HOST}, PCI devices {scenario.pci}{tdx}. Regenerate\n"
     note += f"     with python -m tests.helpers.nova_libvirt fixture {name} <this directory>. -->\n"
     caps = conn.getCapabilities()
