@@ -355,10 +355,25 @@ def test_pci_in_placement_host(tmp_path, placement, nova):
     _beside(tmp_path, nova, placement.url, "pci", agent_first=True)
 
 
+@pytest.mark.parametrize("host", ["remote-managed", "remote-managed-no-vpd"])
+def test_remote_managed_vfs(tmp_path, placement, nova, host):
+    """A BlueField-2's remote-managed VFs (neutron's ports, not PCI providers), the card's
+    VPD serial number on them or not: nova offers them, and ``COMPUTE_REMOTE_MANAGED_PORTS``,
+    only with one (nova/pci/devspec.py). ``[pci] report_in_placement`` stays off, as in
+    nova's ``RemoteManagedServersTest``: nova 34 refuses to start with it when a device_spec
+    names both a PF and its VFs (``PlacementPciDependentDeviceException``)."""
+    _beside(tmp_path, nova, placement.url, host, agent_first=True)
+
+
 def test_sev_host(tmp_path, placement, nova):
     """AMD SEV: nova's ``{nodename}_amd_sev`` child with MEM_ENCRYPTION_CONTEXT."""
     sev = frozenset({f"{NODENAME}_amd_sev"})
     _beside(tmp_path, nova, placement.url, "sev", agent_first=True, children=sev)
+
+
+def test_vtpm_host(tmp_path, placement, nova):
+    """``[libvirt] swtpm_enabled``: the TPM and secret-security traits on the compute node."""
+    _beside(tmp_path, nova, placement.url, "vtpm", agent_first=False)
 
 
 def test_provider_config_file(tmp_path, placement, nova):

@@ -71,6 +71,10 @@ class Scenario:
             (``_domain_capability_features_with_SEV``: 100 guests) and nova's
             ``AmdSevFixture`` says the kernel supports it; the agent reads the kernel's
             ``kvm_amd`` parameters from the fixture's ``sysfs`` (``[host_driver] sysfs_root``).
+        vtpm: fakelibvirt's domain capabilities offer a TPM (``_domain_capability_tpm_supported``)
+            and nova's ``_check_vtpm_support`` (swtpm binaries, the tss user) is patched
+            out, as nova's ``VTPMServersTest`` does.
+        devices: more PCI devices, ``HostPCIDevicesInfo.add_device`` arguments each.
     """
 
     fixture: str
@@ -78,6 +82,8 @@ class Scenario:
     options: dict[str, dict[str, Any]]
     tdx: bool = False
     sev: bool = False
+    vtpm: bool = False
+    devices: tuple[dict[str, Any], ...] = ()
 
 
 SCENARIOS = {
@@ -111,12 +117,77 @@ SCENARIOS = {
 }
 
 
+def _remote_managed(vpd: bool) -> tuple[dict[str, Any], ...]:
+    """A BlueField-2 PF programmed for an overlay network and its two remote-managed VFs,
+    as nova's ``RemoteManagedServersTest`` builds them (test_pci_sriov_servers.py), the
+    card's VPD serial number on each (nova needs it) or on none."""
+    serial = {"readonly": {"serial_number": "MT0000X00002"}} if vpd else None
+    common = {"bus": 0x82, "slot": 0x0, "numa_node": 0, "vf_ratio": 2, "vend_id": "15b3"}
+    pf = {
+        **common,
+        "dev_type": "PF",
+        "function": 0,
+        "iommu_group": 84,
+        "vend_name": "Mellanox Technologies",
+        "prod_id": "a2d6",
+        "prod_name": "MT42822 BlueField-2 integrated ConnectX-6",
+        "driver_name": "mlx5_core",
+        "vpd_fields": {"name": "MT42822 BlueField-2 integrated ConnectX-6", **(serial or {})}
+        if vpd
+        else None,
+    }
+    vfs = tuple(
+        {
+            **common,
+            "dev_type": "VF",
+            "function": n,
+            "iommu_group": 84 + n,
+            "parent": (0x82, 0x0, 0),
+            "vend_name": "Mellanox Technologies",
+            "prod_id": "101e",
+            "prod_name": "ConnectX Family mlx5Gen Virtual Function",
+            "driver_name": "mlx5_core",
+            "vpd_fields": {"name": "ConnectX Family", **(serial or {})} if vpd else None,
+        }
+        for n in (1, 2)
+    )
+    return (pf, *vfs)
+
+
+REMOTE_MANAGED_SPEC = {
+    "pci": {
+        "device_spec": [
+            json.dumps({"vendor_id": "15b3", "product_id": "a2d6", "remote_managed": "false"}),
+            json.dumps({"vendor_id": "15b3", "product_id": "101e", "remote_managed": "true"}),
+        ]
+    }
+}
+"""nova's ``RemoteManagedServersTest`` device_spec for the overlay PF and its VFs."""
+
 HOSTS = {
     **SCENARIOS,
+    "remote-managed": Scenario(
+        "nova-fakelibvirt-remote-managed",
+        {"num_pci": 0, "num_pfs": 0, "num_vfs": 0, "num_mdevcap": 0},
+        REMOTE_MANAGED_SPEC,
+        devices=_remote_managed(vpd=True),
+    ),
+    "remote-managed-no-vpd": Scenario(
+        "nova-fakelibvirt-remote-managed-no-vpd",
+        {"num_pci": 0, "num_pfs": 0, "num_vfs": 0, "num_mdevcap": 0},
+        REMOTE_MANAGED_SPEC,
+        devices=_remote_managed(vpd=False),
+    ),
     "plain": Scenario(
         "nova-fakelibvirt-plain",
         {"num_pci": 0, "num_pfs": 0, "num_vfs": 0, "num_mdevcap": 0},
         {},
+    ),
+    "vtpm": Scenario(
+        "nova-fakelibvirt-vtpm",
+        {"num_pci": 0, "num_pfs": 0, "num_vfs": 0, "num_mdevcap": 0},
+        {"libvirt": {"swtpm_enabled": True}},
+        vtpm=True,
     ),
     "sev": Scenario(
         "nova-fakelibvirt-sev",
@@ -126,7 +197,9 @@ HOSTS = {
     ),
 }
 """Every host: :data:`SCENARIOS` (the hosts the parity test compares, each with children)
-``plain``, a compute node alone, and ``sev``, the plain host offering AMD SEV
+``plain``, a compute node alone, and the plain host offering AMD SEV (``sev``) or a
+vTPM (``vtpm``, ``[libvirt] swtpm_enabled``), and a BlueField-2 with remote-managed VFs,
+its VPD card serial on each or on none (``remote-managed``, ``remote-managed-no-vpd``)
 (tests/helpers/nova_compute.py)."""
 
 
@@ -147,16 +220,23 @@ def _connection(fakelibvirt: Any, scenario: Scenario, libvirt_version: int | Non
         fakelibvirt.virConnect._domain_capability_features = (
             fakelibvirt.virConnect._domain_capability_features_with_TDX
         )
+    if scenario.vtpm:  # as nova's VTPMServersTest patches it (test_vtpm.py)
+        fakelibvirt.virConnect._domain_capability_tpm = (
+            fakelibvirt.virConnect._domain_capability_tpm_supported
+        )
     if scenario.sev:  # as nova's TestSEV patches it (nova/tests/functional/libvirt/test_amd_sev.py)
         fakelibvirt.virConnect._domain_capability_features = (
             fakelibvirt.virConnect._domain_capability_features_with_SEV
         )
+    pci_info = fakelibvirt.HostPCIDevicesInfo(**scenario.pci)
+    for device in scenario.devices:
+        pci_info.add_device(**device)
     return fakelibvirt.Connection(
         "qemu:///system",
         version=libvirt_version or fakelibvirt.FAKE_LIBVIRT_VERSION,
         hv_version=fakelibvirt.FAKE_QEMU_VERSION,
         host_info=fakelibvirt.HostInfo(**HOST),
-        pci_info=fakelibvirt.HostPCIDevicesInfo(**scenario.pci),
+        pci_info=pci_info,
         hostname=NODENAME,
     )
 
@@ -199,6 +279,13 @@ def nova_driver(
             mock.patch("nova.virt.libvirt.utils.get_fs_info", real_fs_info),
             mock.patch("nova.virt.libvirt.host.Host.get_connection", return_value=conn),
             mock.patch("nova.virt.libvirt.host.MISC_CONTROL_GROUP_CAPACITY_FILE", no_cgroup),
+            mock.patch.object(
+                libvirt_driver.LibvirtDriver,
+                "_check_vtpm_support",
+                new=lambda _self: None,
+            )
+            if scenario.vtpm
+            else contextlib.nullcontext(),
         ):
             yield libvirt_driver.LibvirtDriver(fake_virt.FakeVirtAPI(), False)
     finally:
@@ -264,6 +351,7 @@ def _fixture(name: str, directory: Path) -> None:
     conn = _connection(fakelibvirt, scenario)
     directory.mkdir(parents=True, exist_ok=True)
     tdx = ", Intel TDX (_domain_capability_features_with_TDX)" if scenario.tdx else ""
+    tdx += ", a TPM (_domain_capability_tpm_supported)" if scenario.vtpm else ""
     if scenario.sev:
         tdx = ", AMD SEV (_domain_capability_features_with_SEV, AmdSevFixture sev only)"
         params = directory / "sysfs" / "sys" / "module" / "kvm_amd" / "parameters"
