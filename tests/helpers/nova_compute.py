@@ -225,7 +225,9 @@ class _Compute:
 
         self.close()
         conf = nova_conf.CONF
-        for group, values in self.options.items():
+        # The last host's options, its scenario's included (nova_driver sets both).
+        last = [*self.options.items(), *(self.scenario.options.items() if self.config else [])]
+        for group, values in last:
             for name in values:
                 if group != "database":
                     conf.clear_override(name, group=None if group == "DEFAULT" else group)

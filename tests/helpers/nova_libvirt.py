@@ -272,6 +272,10 @@ def nova_driver(
     fixture = fakelibvirt.LibvirtFixture()
     fixture.setUp()
     fixture.amd_sev.sev = scenario.sev
+    # _connection patches fakelibvirt's class for TDX, SEV and a TPM: undone on exit, so
+    # the next host of a long-lived process starts from fakelibvirt's own.
+    features = fakelibvirt.virConnect._domain_capability_features
+    tpm = fakelibvirt.virConnect._domain_capability_tpm
     conn = _connection(fakelibvirt, scenario, libvirt_version)
     no_cgroup = str(Path(instances_path) / "no-misc-cgroup" / "misc.capacity")
     try:
@@ -289,6 +293,8 @@ def nova_driver(
         ):
             yield libvirt_driver.LibvirtDriver(fake_virt.FakeVirtAPI(), False)
     finally:
+        fakelibvirt.virConnect._domain_capability_features = features
+        fakelibvirt.virConnect._domain_capability_tpm = tpm
         fixture.cleanUp()
 
 
