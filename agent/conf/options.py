@@ -206,6 +206,41 @@ FAKE_OPTS: list[cfg.Opt] = [
     ),
 ]
 
+COMPUTE_AGENT_OPTS: list[cfg.Opt] = [
+    cfg.StrOpt(
+        "nova_compute",
+        default="auto",
+        choices=[
+            (
+                "auto",
+                "beside nova-compute when a process named nova-compute runs on this "
+                "host (psutil) when 'compute-agent run' starts",
+            ),
+            (
+                "true",
+                "nova-compute runs beside the agent (say so where the agent cannot see "
+                "its process: another PID namespace, a container)",
+            ),
+            ("false", "the agent is the only writer of this host's provider tree"),
+        ],
+        help="Whether nova-compute runs beside the agent on this host now. Beside it, "
+        "'compute-agent run' refuses the layouts nova-compute's resource tracker writes "
+        "back ([numa] model_in_placement) at start-up, and nova's node identity file "
+        "(compute_id in nova_state_path) must be written when the agent creates the "
+        "compute node. A compute_id file alone is not evidence: it stays after a takeover "
+        "(docs/deployment.md, 'Beside nova-compute').",
+    ),
+    cfg.StrOpt(
+        "nova_state_path",
+        help="nova-compute's [DEFAULT] state_path, where it keeps its node identity file "
+        "compute_id (nova/virt/node.py). Unset: [DEFAULT] state_path (the same directory "
+        "when the agent reads nova.conf and sets no state_path of its own). The agent "
+        "reads compute_id there and next to each configuration file, as nova does, and "
+        "writes it there when it creates a one-node host's compute node and none exists.",
+    ),
+]
+
+
 _GROUPS: list[tuple[str, list[cfg.Opt]]] = [
     ("DEFAULT", DEFAULT_OPTS),
     ("compute", COMPUTE_OPTS),
@@ -213,9 +248,10 @@ _GROUPS: list[tuple[str, list[cfg.Opt]]] = [
     ("devices", DEVICES_OPTS),
     ("pci", PCI_OPTS),
     ("fake", FAKE_OPTS),
+    ("compute_agent", COMPUTE_AGENT_OPTS),
 ]
 
 
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
-    """These options by group: DEFAULT, compute, numa, devices, pci and fake."""
+    """These options by group: DEFAULT, compute, numa, devices, pci, fake and compute_agent."""
     return list(_GROUPS)

@@ -358,6 +358,7 @@ class Mirror:
         root_uuid = next(r["uuid"] for r in listing if r["parent_provider_uuid"] is None)
         if root_uuid != stored:
             self.state.set_root_uuid(nodename, root_uuid)
+        self.roots.identity(nodename, root_uuid)
         return listing
 
     def _refreshed(

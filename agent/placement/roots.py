@@ -20,6 +20,7 @@ from agent.placement import endpoints
 from agent.placement.client import PlacementClient
 from agent.placement.endpoints import ProviderRecord
 from agent.placement.errors import DuplicateName
+from agent.state.node_identity import IdentityNotWritten
 from agent.state.store import StateStore
 
 LOG = logging.getLogger(__name__)
@@ -42,12 +43,22 @@ class ComputeNodes:
     Attributes:
         hypervisor_names: ``{nodename: the hypervisor's own name}`` where they
             differ (libvirt's hostname, nova's compute node name).
+        one_node: the nodenames of one-node hosts (libvirt, host): nova-compute's
+            ``compute_id`` names their compute node, and the agent writes it when
+            there is none (:meth:`identity`).
+        nova_compute_beside: nova-compute runs on this host now
+            (``[compute_agent] nova_compute``): a ``compute_id`` that cannot be written
+            is an error (exit 2), not a warning.
     """
 
     def __init__(self, client: PlacementClient, state: StateStore) -> None:
         self.client = client
         self.state = state
         self.hypervisor_names: dict[str, str] = {}
+        self.one_node: set[str] = set()
+        self.nova_compute_beside = False
+        """nova-compute runs beside the agent: nova's ``compute_id`` must be written."""
+        self._identified: set[str] = set()
 
     def find_or_create(
         self, nodename: str, stored: str | None, create: bool, uuid: str | None
@@ -70,7 +81,7 @@ class ComputeNodes:
         adopted = self._nova_node(nodename, stored) or self._by_hypervisor_name(nodename, stored)
         if adopted:
             return adopted
-        uuid = stored or uuid or default_root_uuid(nodename)
+        uuid = stored or self._new_uuid(nodename, uuid or default_root_uuid(nodename))
         try:
             created = endpoints.create_provider(self.client, nodename, uuid)
         except DuplicateName as exc:
@@ -81,6 +92,66 @@ class ComputeNodes:
             ) from None
         LOG.info("created compute node %s as resource provider %s", nodename, uuid)
         return [{**created, CREATED_HERE: True}]
+
+    def _new_uuid(self, nodename: str, candidate: str) -> str:
+        """The UUID a new compute node gets: nova's ``compute_id`` when there is one (and
+        no other node of this state directory has it), else ``candidate``, first written
+        as nova's ``compute_id`` on a one-node host, so that a nova-compute started later
+        names this compute node alike (docs/deployment.md, "Beside nova-compute").
+
+        Raises:
+            ConfigError: nova's file cannot be read or written.
+        """
+        nova_uuid = self.state.nova_compute_id()
+        if nova_uuid is not None:
+            if nova_uuid in self.state.root_uuids().values():
+                return candidate
+            LOG.info("compute node %s: created with nova's node identity %s", nodename, nova_uuid)
+            return nova_uuid
+        if nodename not in self.one_node:
+            return candidate
+        self._identified.add(nodename)
+        try:
+            return self.state.write_nova_compute_id(candidate)
+        except IdentityNotWritten as exc:
+            if self.nova_compute_beside:
+                raise
+            # Without nova-compute beside, a state directory that cannot be written does
+            # not stop the agent (agent.state.store); a nova-compute started later would.
+            LOG.warning("%s", exc)
+            return candidate
+
+    def identity(self, nodename: str, root_uuid: str) -> None:
+        """On a one-node host, once per process: nova's ``compute_id`` names ``root_uuid``
+        (an agent that created the compute node before it wrote that file writes it now,
+        so a nova-compute started later does not create another); a file that names
+        another UUID is warned about (nova-compute would create a second compute node of
+        this name, refused by Placement: every build on the host would fail).
+
+        Raises:
+            ConfigError: nova's file cannot be read or written.
+        """
+        if nodename not in self.one_node or nodename in self._identified:
+            return
+        self._identified.add(nodename)
+        try:
+            held = self.state.write_nova_compute_id(root_uuid)
+        except IdentityNotWritten as exc:
+            if self.nova_compute_beside:
+                raise
+            LOG.warning("%s", exc)
+            return
+        if held != root_uuid:
+            LOG.warning(
+                "compute node %s is resource provider %s, but nova's node identity "
+                "(compute_id) names %s: nova-compute would create another compute node of "
+                "this name and fail; make compute_id hold %s (docs/deployment.md, "
+                '"Beside nova-compute")',
+                nodename,
+                root_uuid,
+                held,
+                root_uuid,
+            )
 
     def _nova_node(self, nodename: str, stored: str | None) -> list[ProviderRecord]:
         """nova's compute node by its ``compute_id`` file, renamed ``nodename``; [] when none.

@@ -23,8 +23,9 @@ from agent.placement.embedded import EmbeddedPlacement, check_embedded_database
 from agent.placement.options import is_embedded
 from agent.placement.report import ReportClient
 from agent.placement.session import client_from_conf
+from agent.service import beside_nova
 from agent.shape.adapter import adapt
-from agent.state.store import StateStore
+from agent.state.store import StateStore, nova_identity
 from agent.tracker.cycle import ResourceTracker
 from drivers.base import ComputeDriver
 from drivers.events import DriverEvent
@@ -40,11 +41,13 @@ class Prepared:
         conf: the configuration.
         driver: its driver, whose host configuration was checked.
         remote: the client of a remote Placement, or None for the embedded one.
+        beside_nova: nova-compute runs beside the agent now (:mod:`.beside_nova`).
     """
 
     conf: cfg.ConfigOpts
     driver: ComputeDriver
     remote: PlacementClient | None
+    beside_nova: bool = False
 
 
 @dataclass
@@ -83,15 +86,24 @@ def prepare(
 
     Raises:
         ConfigError: the configuration does not fit the host, Placement's
-            options are incomplete (no request is sent), or this process
-            cannot serve the embedded Placement's database.
+            options are incomplete (no request is sent), this process
+            cannot serve the embedded Placement's database, or it asks for a
+            layout nova-compute beside the agent would write back, or a
+            nodename other than nova's (:mod:`.beside_nova`).
     """
+    beside, evidence = beside_nova.nova_compute_beside(conf)
+    if beside:
+        beside_nova.refuse_layouts(conf, evidence)
     driver = driver_factory(conf)
-    adapt(driver, conf).check_host_config()
+    adapter = adapt(driver, conf)
+    adapter.check_host_config()
+    if beside:
+        beside_nova.check_name(adapter, evidence)
+        LOG.info("beside nova-compute (%s)", evidence)
     remote = None if is_embedded(conf) else client_from_conf(conf)
     if remote is None:
         check_embedded_database(conf.state_path)
-    return Prepared(conf, driver, remote)
+    return Prepared(conf, driver, remote, beside)
 
 
 def start(
@@ -120,10 +132,11 @@ def start(
         else:
             client = prepared.remote
         client.observers.append(on_request)
-        state = StateStore(conf.state_path)
+        state = StateStore(conf.state_path, **nova_identity(conf))
         # The embedded Placement is SQLite in this process: one request at a time.
         in_flight = 1 if prepared.remote is None else conf.placement.max_concurrent_requests
         report = ReportClient(client, state, max_concurrent_requests=in_flight)
+        report.mirror.roots.nova_compute_beside = prepared.beside_nova
         tracker = ResourceTracker(conf, prepared.driver, report, state)
         components = Components(conf, tracker, stack.pop_all())
     driver = prepared.driver

@@ -37,8 +37,7 @@ import uuid as uuidlib
 from pathlib import Path
 from typing import Any
 
-from agent.model.exceptions import ConfigError
-from agent.state import layout
+from agent.state import layout, node_identity
 from agent.state.layout import (
     CHILD_TRAITS_DIR,
     CONSUMERS_COPY_DIR,
@@ -53,15 +52,26 @@ LOG = logging.getLogger(__name__)
 COMPUTE_NODES_FILE = "compute_nodes.json"
 """``{nodename: root provider UUID}``."""
 
-NOVA_COMPUTE_ID_FILE = "compute_id"
+NOVA_COMPUTE_ID_FILE = node_identity.COMPUTE_ID_FILE
 """nova-compute's node identity: the compute node's (and its provider's) UUID, one line.
 
 nova 34 (``nova/virt/node.py``) writes it in its ``[DEFAULT] state_path`` the
 first time a libvirt compute node starts and reads it on every start; the
-agent, run with nova.conf, shares that directory and reads it (never writes it)."""
+agent, run with nova.conf, shares that directory, reads it, and writes it when
+it creates a one-node host's compute node first (:mod:`agent.state.node_identity`)."""
 
 LAST_CYCLE_FILE = "last_cycle.json"
 """The service's last cycle: when, how long, outcome per node (``compute-agent status``)."""
+
+
+def nova_identity(conf: Any) -> dict[str, Any]:
+    """:class:`StateStore`'s arguments that say where nova's ``compute_id`` is:
+    ``config_files`` (oslo.config's ``config_file``: nova looks next to each) and
+    ``nova_state_path`` (``[compute_agent] nova_state_path``)."""
+    # oslo.config's NoSuchOptError is an AttributeError: a ConfigOpts never called.
+    files = tuple(getattr(conf, "config_file", None) or ())
+    group = getattr(conf, "compute_agent", None)
+    return {"config_files": files, "nova_state_path": getattr(group, "nova_state_path", None)}
 
 
 def read_json(path: Path) -> Any | None:
@@ -133,9 +143,20 @@ class StateStore:
             record what it read while it runs).
     """
 
-    def __init__(self, state_path: str | Path, *, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        state_path: str | Path,
+        *,
+        read_only: bool = False,
+        config_files: tuple[str, ...] | list[str] = (),
+        nova_state_path: str | Path | None = None,
+    ) -> None:
         self.path = Path(state_path)
         self.read_only = read_only
+        # nova-compute's state_path (compute_id), and the configuration files' directories
+        # nova looks in too.
+        self.nova_path = Path(nova_state_path) if nova_state_path else self.path
+        self.identity_dirs = node_identity.locations(config_files, self.nova_path)
         # name -> document a read-only store would have written (read back first).
         self._unwritten: dict[str, Any] = {}
         self.save_error: str | None = None
@@ -243,29 +264,28 @@ class StateStore:
                 self._converted = True
 
     def nova_compute_id(self) -> str | None:
-        """The UUID in nova's ``compute_id`` file here, or None when there is none.
+        """The UUID in nova's ``compute_id`` file, or None when there is none.
 
-        nova also looks next to its configuration files; the agent reads the
-        state directory only.
+        Read as nova 34 reads it (:func:`agent.state.node_identity.read`): next to each
+        configuration file, then in nova's state_path (:attr:`nova_path`).
 
         Raises:
-            ConfigError: the file holds no UUID (nova refuses to start then too).
+            ConfigError: a file holds no UUID, or two disagree (nova refuses to start then too).
         """
-        path = self.path / NOVA_COMPUTE_ID_FILE
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                content = f.read(40)  # a UUID and some whitespace, as nova reads it
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise ConfigError(f"nova's node identity {path}: {exc.strerror}") from None
-        try:
-            return str(uuidlib.UUID(content.strip()))
-        except ValueError:
-            raise ConfigError(
-                f"nova's node identity {path} holds no UUID ({content.strip()[:40]!r}); "
-                "restore nova's compute node UUID there or remove the file"
-            ) from None
+        return node_identity.read(self.identity_dirs)
+
+    def write_nova_compute_id(self, node_uuid: str) -> str:
+        """Write nova's ``compute_id`` in nova's state_path holding ``node_uuid`` unless
+        one exists (as nova does, exclusively); the UUID nova will read. A read-only store
+        writes nothing.
+
+        Raises:
+            ConfigError: the file cannot be written (:func:`agent.state.node_identity.write`).
+        """
+        held = self.nova_compute_id()
+        if held is not None or self.read_only:
+            return held or node_uuid
+        return node_identity.write(self.nova_path, node_uuid, self.identity_dirs)
 
     def root_uuids(self) -> dict[str, str]:
         """``{nodename: UUID}`` of every compute node recorded; invalid entries are dropped."""

@@ -199,6 +199,7 @@ class NodeViews:
         self._asked.add(nodename)
         if len(self.adapter.get_nodenames()) != 1:
             return  # nova names a node after the hypervisor only on a one-node host
+        self.report.mirror.roots.one_node.add(nodename)
         alias = self.adapter.hypervisor_hostname()
         if alias and alias != nodename:
             names[nodename] = alias

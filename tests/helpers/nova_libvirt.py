@@ -23,9 +23,9 @@ of nova's driver, nova's global ``CONF``), so it never runs inside pytest's proc
   ``host.xml`` (``getInfo`` as the test driver's ``<cpu>`` and ``<memory>``, each
   ``listAllDevices`` node device's ``XMLDesc``), each file naming its source.
 
-The hosts (:data:`SCENARIOS`): :data:`HOST` (nova's ``HostInfo``: two NUMA cells, two
-cores of two threads each; its memory, 16780000, is what nova reads as MiB from
-``getInfo``) with, in ``vgpu``, two mdev-capable GPUs and ``[devices]
+The hosts (:data:`SCENARIOS`; :data:`HOSTS` adds two): :data:`HOST` (nova's
+``HostInfo``: two NUMA cells, two cores of two threads each; its memory, 16780000,
+is what nova reads as MiB from ``getInfo``) with, in ``vgpu``, two mdev-capable GPUs and ``[devices]
 enabled_mdev_types = nvidia-11``; in ``pci``, two whole PCI devices and a PF with two VFs,
 ``[pci] device_spec`` offering the devices and the VFs, ``report_in_placement = true``;
 in ``tdx``, the ``vgpu`` host offering Intel TDX: fakelibvirt's domain capabilities with
@@ -42,9 +42,11 @@ nova's fixtures package imports testtools in its ``__init__``; only its ``libvir
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,12 +67,23 @@ class Scenario:
         options: ``{group: {option: value}}`` set in nova's and in the agent's
             configuration alike (the agent reads nova's option names).
         tdx: fakelibvirt's domain capabilities offer Intel TDX.
+        sev: fakelibvirt's domain capabilities offer AMD SEV
+            (``_domain_capability_features_with_SEV``: 100 guests) and nova's
+            ``AmdSevFixture`` says the kernel supports it; the agent reads the kernel's
+            ``kvm_amd`` parameters from the fixture's ``sysfs`` (``[host_driver] sysfs_root``).
+        vtpm: fakelibvirt's domain capabilities offer a TPM (``_domain_capability_tpm_supported``)
+            and nova's ``_check_vtpm_support`` (swtpm binaries, the tss user) is patched
+            out, as nova's ``VTPMServersTest`` does.
+        devices: more PCI devices, ``HostPCIDevicesInfo.add_device`` arguments each.
     """
 
     fixture: str
     pci: dict[str, int]
     options: dict[str, dict[str, Any]]
     tdx: bool = False
+    sev: bool = False
+    vtpm: bool = False
+    devices: tuple[dict[str, Any], ...] = ()
 
 
 SCENARIOS = {
@@ -104,6 +117,92 @@ SCENARIOS = {
 }
 
 
+def _remote_managed(vpd: bool) -> tuple[dict[str, Any], ...]:
+    """A BlueField-2 PF programmed for an overlay network and its two remote-managed VFs,
+    as nova's ``RemoteManagedServersTest`` builds them (test_pci_sriov_servers.py), the
+    card's VPD serial number on each (nova needs it) or on none."""
+    serial = {"readonly": {"serial_number": "MT0000X00002"}} if vpd else None
+    common = {"bus": 0x82, "slot": 0x0, "numa_node": 0, "vf_ratio": 2, "vend_id": "15b3"}
+    pf = {
+        **common,
+        "dev_type": "PF",
+        "function": 0,
+        "iommu_group": 84,
+        "vend_name": "Mellanox Technologies",
+        "prod_id": "a2d6",
+        "prod_name": "MT42822 BlueField-2 integrated ConnectX-6",
+        "driver_name": "mlx5_core",
+        "vpd_fields": {"name": "MT42822 BlueField-2 integrated ConnectX-6", **(serial or {})}
+        if vpd
+        else None,
+    }
+    vfs = tuple(
+        {
+            **common,
+            "dev_type": "VF",
+            "function": n,
+            "iommu_group": 84 + n,
+            "parent": (0x82, 0x0, 0),
+            "vend_name": "Mellanox Technologies",
+            "prod_id": "101e",
+            "prod_name": "ConnectX Family mlx5Gen Virtual Function",
+            "driver_name": "mlx5_core",
+            "vpd_fields": {"name": "ConnectX Family", **(serial or {})} if vpd else None,
+        }
+        for n in (1, 2)
+    )
+    return (pf, *vfs)
+
+
+REMOTE_MANAGED_SPEC = {
+    "pci": {
+        "device_spec": [
+            json.dumps({"vendor_id": "15b3", "product_id": "a2d6", "remote_managed": "false"}),
+            json.dumps({"vendor_id": "15b3", "product_id": "101e", "remote_managed": "true"}),
+        ]
+    }
+}
+"""nova's ``RemoteManagedServersTest`` device_spec for the overlay PF and its VFs."""
+
+HOSTS = {
+    **SCENARIOS,
+    "remote-managed": Scenario(
+        "nova-fakelibvirt-remote-managed",
+        {"num_pci": 0, "num_pfs": 0, "num_vfs": 0, "num_mdevcap": 0},
+        REMOTE_MANAGED_SPEC,
+        devices=_remote_managed(vpd=True),
+    ),
+    "remote-managed-no-vpd": Scenario(
+        "nova-fakelibvirt-remote-managed-no-vpd",
+        {"num_pci": 0, "num_pfs": 0, "num_vfs": 0, "num_mdevcap": 0},
+        REMOTE_MANAGED_SPEC,
+        devices=_remote_managed(vpd=False),
+    ),
+    "plain": Scenario(
+        "nova-fakelibvirt-plain",
+        {"num_pci": 0, "num_pfs": 0, "num_vfs": 0, "num_mdevcap": 0},
+        {},
+    ),
+    "vtpm": Scenario(
+        "nova-fakelibvirt-vtpm",
+        {"num_pci": 0, "num_pfs": 0, "num_vfs": 0, "num_mdevcap": 0},
+        {"libvirt": {"swtpm_enabled": True}},
+        vtpm=True,
+    ),
+    "sev": Scenario(
+        "nova-fakelibvirt-sev",
+        {"num_pci": 0, "num_pfs": 0, "num_vfs": 0, "num_mdevcap": 0},
+        {},
+        sev=True,
+    ),
+}
+"""Every host: :data:`SCENARIOS` (the hosts the parity test compares, each with children)
+``plain``, a compute node alone, and the plain host offering AMD SEV (``sev``) or a
+vTPM (``vtpm``, ``[libvirt] swtpm_enabled``), and a BlueField-2 with remote-managed VFs,
+its VPD card serial on each or on none (``remote-managed``, ``remote-managed-no-vpd``)
+(tests/helpers/nova_compute.py)."""
+
+
 def _fakelibvirt() -> Any:
     import nova.tests
 
@@ -121,45 +220,91 @@ def _connection(fakelibvirt: Any, scenario: Scenario, libvirt_version: int | Non
         fakelibvirt.virConnect._domain_capability_features = (
             fakelibvirt.virConnect._domain_capability_features_with_TDX
         )
+    if scenario.vtpm:  # as nova's VTPMServersTest patches it (test_vtpm.py)
+        fakelibvirt.virConnect._domain_capability_tpm = (
+            fakelibvirt.virConnect._domain_capability_tpm_supported
+        )
+    if scenario.sev:  # as nova's TestSEV patches it (nova/tests/functional/libvirt/test_amd_sev.py)
+        fakelibvirt.virConnect._domain_capability_features = (
+            fakelibvirt.virConnect._domain_capability_features_with_SEV
+        )
+    pci_info = fakelibvirt.HostPCIDevicesInfo(**scenario.pci)
+    for device in scenario.devices:
+        pci_info.add_device(**device)
     return fakelibvirt.Connection(
         "qemu:///system",
         version=libvirt_version or fakelibvirt.FAKE_LIBVIRT_VERSION,
         hv_version=fakelibvirt.FAKE_QEMU_VERSION,
         host_info=fakelibvirt.HostInfo(**HOST),
-        pci_info=fakelibvirt.HostPCIDevicesInfo(**scenario.pci),
+        pci_info=pci_info,
         hostname=NODENAME,
     )
 
 
-def _nova_tree(
-    scenario: Scenario, instances_path: str, libvirt_version: int
-) -> dict[str, dict[str, Any]]:
+@contextlib.contextmanager
+def nova_driver(
+    scenario: Scenario,
+    instances_path: str,
+    libvirt_version: int,
+    options: dict[str, dict[str, Any]] | None = None,
+) -> Iterator[Any]:
+    """nova's ``LibvirtDriver`` on fakelibvirt for ``scenario``, as nova's functional
+    libvirt tests set it up (``LibvirtFixture``, ``Host.get_connection`` patched to the
+    scenario's connection), not yet ``init_host``-ed; nova's global ``CONF`` holds the
+    scenario's options, ``instances_path`` and ``options`` (``{group: {name: value}}``,
+    e.g. ``state_path``, ``[database] connection``). Undone on exit."""
     from nova import conf as nova_conf
     from nova import objects
-    from nova.compute import provider_tree, resource_tracker
     from nova.virt import fake as fake_virt
     from nova.virt.libvirt import driver as libvirt_driver
     from nova.virt.libvirt import utils as libvirt_utils
 
     objects.register_all()
     conf = nova_conf.CONF
-    conf([], project="nova", default_config_files=[])
+    if not conf._args:  # parsed once per process; a restart keeps nova's options
+        conf([], project="nova", default_config_files=[])
     conf.set_override("instances_path", instances_path)
-    for group, values in scenario.options.items():
+    for group, values in [*scenario.options.items(), *(options or {}).items()]:
         for name, value in values.items():
-            conf.set_override(name, value, group=group)
+            conf.set_override(name, value, group=None if group == "DEFAULT" else group)
     real_fs_info = libvirt_utils.get_fs_info
     fakelibvirt = _fakelibvirt()
     fixture = fakelibvirt.LibvirtFixture()
     fixture.setUp()
+    fixture.amd_sev.sev = scenario.sev
+    # _connection patches fakelibvirt's class for TDX, SEV and a TPM: undone on exit, so
+    # the next host of a long-lived process starts from fakelibvirt's own.
+    features = fakelibvirt.virConnect._domain_capability_features
+    tpm = fakelibvirt.virConnect._domain_capability_tpm
     conn = _connection(fakelibvirt, scenario, libvirt_version)
     no_cgroup = str(Path(instances_path) / "no-misc-cgroup" / "misc.capacity")
-    with (
-        mock.patch("nova.virt.libvirt.utils.get_fs_info", real_fs_info),
-        mock.patch("nova.virt.libvirt.host.Host.get_connection", return_value=conn),
-        mock.patch("nova.virt.libvirt.host.MISC_CONTROL_GROUP_CAPACITY_FILE", no_cgroup),
-    ):
-        driver = libvirt_driver.LibvirtDriver(fake_virt.FakeVirtAPI(), False)
+    try:
+        with (
+            mock.patch("nova.virt.libvirt.utils.get_fs_info", real_fs_info),
+            mock.patch("nova.virt.libvirt.host.Host.get_connection", return_value=conn),
+            mock.patch("nova.virt.libvirt.host.MISC_CONTROL_GROUP_CAPACITY_FILE", no_cgroup),
+            mock.patch.object(
+                libvirt_driver.LibvirtDriver,
+                "_check_vtpm_support",
+                new=lambda _self: None,
+            )
+            if scenario.vtpm
+            else contextlib.nullcontext(),
+        ):
+            yield libvirt_driver.LibvirtDriver(fake_virt.FakeVirtAPI(), False)
+    finally:
+        fakelibvirt.virConnect._domain_capability_features = features
+        fakelibvirt.virConnect._domain_capability_tpm = tpm
+        fixture.cleanUp()
+
+
+def _nova_tree(
+    scenario: Scenario, instances_path: str, libvirt_version: int
+) -> dict[str, dict[str, Any]]:
+    from nova import conf as nova_conf
+    from nova.compute import provider_tree, resource_tracker
+
+    with nova_driver(scenario, instances_path, libvirt_version) as driver:
         driver.init_host(NODENAME)
         tree = provider_tree.ProviderTree()
         tree.new_root(NODENAME, "00000000-0000-0000-0000-0000000000c1")
@@ -179,9 +324,8 @@ def _nova_tree(
         )
         traits = resource_tracker.ResourceTracker._get_traits(rt, None, NODENAME, tree)
         tree.update_traits(NODENAME, traits)
-        if conf.pci.report_in_placement:
+        if nova_conf.CONF.pci.report_in_placement:
             _nova_pci_providers(tree, driver)
-    fixture.cleanUp()
     out = {}
     for uuid in tree.get_provider_uuids():
         data = tree.data(uuid)
@@ -208,11 +352,21 @@ def _nova_pci_providers(tree: Any, driver: Any) -> None:
 def _fixture(name: str, directory: Path) -> None:
     from lxml import etree
 
-    scenario = SCENARIOS[name]
+    scenario = HOSTS[name]
     fakelibvirt = _fakelibvirt()
     conn = _connection(fakelibvirt, scenario)
     directory.mkdir(parents=True, exist_ok=True)
     tdx = ", Intel TDX (_domain_capability_features_with_TDX)" if scenario.tdx else ""
+    tdx += ", a TPM (_domain_capability_tpm_supported)" if scenario.vtpm else ""
+    if scenario.sev:
+        tdx = ", AMD SEV (_domain_capability_features_with_SEV, AmdSevFixture sev only)"
+        params = directory / "sysfs" / "sys" / "module" / "kvm_amd" / "parameters"
+        params.mkdir(parents=True, exist_ok=True)
+        for name, value in (("sev", "Y"), ("sev_es", "N"), ("sev_snp", "N")):
+            (params / name).write_text(f"{value}\n")
+        mounts = directory / "sysfs" / "proc" / "self" / "mounts"
+        mounts.parent.mkdir(parents=True, exist_ok=True)
+        mounts.write_text("overlay / overlay rw,relatime 0 0\nproc /proc proc rw 0 0\n")
     note = f"<!-- Served by {SOURCE}: host {HOST}, PCI devices {scenario.pci}{tdx}. Regenerate\n"
     note += f"     with python -m tests.helpers.nova_libvirt fixture {name} <this directory>. -->\n"
     caps = conn.getCapabilities()
@@ -259,11 +413,11 @@ def main(argv: list[str]) -> int:
         tree = _nova_tree(SCENARIOS[argv[1]], argv[2], int(argv[3]))
         json.dump(tree, sys.stdout, indent=1, sort_keys=True, default=str)
         return 0
-    if len(argv) == 3 and argv[0] == "fixture" and argv[1] in SCENARIOS:
+    if len(argv) == 3 and argv[0] == "fixture" and argv[1] in HOSTS:
         _fixture(argv[1], Path(argv[2]))
         return 0
     usage = "usage: python -m tests.helpers.nova_libvirt report SCENARIO PATH VERSION"
-    print(f"{usage} | fixture SCENARIO DIR (SCENARIO: {', '.join(SCENARIOS)})", file=sys.stderr)
+    print(f"{usage} | fixture SCENARIO DIR (SCENARIO: {', '.join(HOSTS)})", file=sys.stderr)
     return 2
 
 

@@ -22,7 +22,7 @@ from agent.placement.connect import placement_client
 from agent.placement.report import ReportClient
 from agent.service.exit_codes import EXIT_OK
 from agent.shape.adapter import adapt
-from agent.state.store import StateStore
+from agent.state.store import StateStore, nova_identity
 from drivers import load_driver
 
 NAME = "adopt"
@@ -74,7 +74,9 @@ def run(args: argparse.Namespace) -> int:
     owner = conf.compute.owner_trait
     with placement_client(conf) as client:
         # Read-only: the mirror records what it reads, which must not reach the disk.
-        report = ReportClient(client, StateStore(conf.state_path, read_only=True))
+        report = ReportClient(
+            client, StateStore(conf.state_path, read_only=True, **nova_identity(conf))
+        )
         for nodename in driver.get_nodenames():
             held = report.read_tree(nodename)
             if held is None:

@@ -28,7 +28,7 @@ from agent.placement.report import ReportClient
 from agent.service.exit_codes import EXIT_BAD_INPUT, EXIT_OK, EXIT_RESHAPE_FAILED
 from agent.service.progress import Progress
 from agent.shape.adapter import adapt
-from agent.state.store import StateStore
+from agent.state.store import StateStore, nova_identity
 from agent.tracker.reshape import ReshapeOutcome, outcome_lines, reshape_node
 from drivers import load_driver
 
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     nodes: list[dict[str, Any]] = []
     code = EXIT_OK
     with _placement(conf, args.placement_db) as client, cycle_context():
-        report = ReportClient(client, StateStore(conf.state_path))
+        report = ReportClient(client, StateStore(conf.state_path, **nova_identity(conf)))
         for nodename in driver.get_nodenames():
             # Offline, a node Placement does not know is not created: nothing to move.
             with Progress(f"reshape of node {nodename}", count=client.total_requests):

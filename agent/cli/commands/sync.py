@@ -17,7 +17,7 @@ from agent.placement.report import ReportClient
 from agent.service.exit_codes import EXIT_OK, EXIT_RESHAPE_FAILED
 from agent.service.progress import Progress
 from agent.shape.adapter import adapt
-from agent.state.store import StateStore
+from agent.state.store import StateStore, nova_identity
 from agent.tracker.reshape import reshape_node
 from drivers import load_driver
 
@@ -53,7 +53,9 @@ def run(args: argparse.Namespace) -> int:
     with placement_client(conf) as client, cycle_context():
         in_flight = 1 if is_embedded(conf) else conf.placement.max_concurrent_requests
         report = ReportClient(
-            client, StateStore(conf.state_path), max_concurrent_requests=in_flight
+            client,
+            StateStore(conf.state_path, **nova_identity(conf)),
+            max_concurrent_requests=in_flight,
         )
         for nodename in driver.get_nodenames():
             # A cold sync of a large tree takes a while: a bar, or a log line now and then.
