@@ -108,11 +108,8 @@ class Mirror:
 
     Attributes:
         trees: ``{nodename: ProviderTree}`` read so far (generations are Placement's).
-        known_classes: custom resource classes Placement is known to hold.
-        known_traits: custom traits Placement is known to hold. Two sets, not one: a
-            resource class and a trait may share a name (``[mdev_nvidia-12] mdev_class
-            = CUSTOM_NVIDIA_12`` beside the type's trait ``CUSTOM_NVIDIA_12``), and
-            Placement keeps them apart (``PUT /resource_classes`` creates no trait).
+        known_classes, known_traits: custom classes and traits Placement holds, kept
+            apart as Placement does (``mdev_class = CUSTOM_NVIDIA_12``, the type's trait).
         read_this_cycle: roots listed since the last flush.
         roots: finds or creates each node's compute node (:mod:`agent.placement.roots`).
         created_roots: ``{nodename: root UUID}`` of the roots the last listing

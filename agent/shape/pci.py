@@ -40,7 +40,8 @@ def pci_device_specs(
     """One provider per whole PCI device: one unit of its class, the spec's traits.
 
     With ``[pci] report_in_placement``: nova's PCI-in-placement provider
-    under the compute node (pci_placement_translator.py ``add_parent``),
+    under the compute node (pci_placement_translator.py ``add_parent``; none for
+    a device with a ``physical_network``, which nova leaves to neutron),
     with ``COMPUTE_MANAGED_PCI_DEVICE``, ``HW_PCI_LIVE_MIGRATABLE`` for a
     ``live_migratable`` device and ``HW_PCI_ONE_TIME_USE`` for a
     ``one_time_use`` one, whose reserved is :func:`one_time_use_reserved`.
@@ -51,6 +52,10 @@ def pci_device_specs(
     node = host.nodename
     specs = []
     for dev in host.pci_devices:
+        if policy.pci_in_placement and dev.physnet:
+            # Neutron's (a direct-physical port's): nova's translator leaves it out
+            # (``PlacementView._add_dev``) and deletes a PCI provider it does not know.
+            continue
         rc = pci_resource_class(dev.vendor_id, dev.product_id, dev.resource_class)
         traits = {trait_name(t) for t in dev.traits}
         reserved = 0

@@ -17,7 +17,6 @@ from drivers.device_views import (
     REASON_IN_USE_BY_HOST,
     REASON_MDEV_NOT_ENABLED,
     REASON_NO_SPEC,
-    REASON_NO_VFS,
     REASON_OFFERED,
     REASON_PARENT_NOT_OFFERED,
     REASON_VF_OF_OFFERED,
@@ -29,7 +28,6 @@ from drivers.host.mdev import discover_mdevs
 from drivers.host.nvidia import discover_nvidia_vgpus
 from drivers.host.pci import PciFunction
 from drivers.host.settings import HostSettings
-from drivers.host.sriov import pf_spec
 from drivers.host.sysfs import SysfsReader
 from drivers.records import Gpu, PciDevice, SriovPF
 
@@ -112,18 +110,19 @@ def _virtual_function(fn: PciFunction, seen: _Offered) -> _Verdict:
 
 
 def _physical_function(fn: PciFunction, seen: _Offered) -> _Verdict:
-    """An SR-IOV capable PF: offered by its VFs (drivers.host.sriov), if it has any."""
+    """An SR-IOV capable PF: offered by its VFs (drivers.host.sriov), or whole when a
+    spec names the PF itself and none of its VFs (drivers.host.passthrough)."""
     if fn.address in seen.pfs and seen.pfs[fn.address].num_vfs:
         pf = seen.pfs[fn.address]
         physnet = f", physnet {pf.physnet}" if pf.physnet else ""
         reason = f"SR-IOV PF with {pf.num_vfs} of {pf.total_vfs} VFs configured{physnet}"
         return _Verdict(True, "SRIOV_NET_VF", REASON_OFFERED, reason)
-    if pf_spec(fn, seen.functions, seen.settings.specs) is not None:
+    if fn.address in seen.whole:
         reason = (
-            f"no VFs configured: sriov_numvfs is 0 (up to {fn.total_vfs}); a PF is "
-            "offered by its VFs"
+            f"[pci] device_spec matches the PF itself and none of its {len(fn.vf_addresses)} "
+            "VFs: offered whole for passthrough, as nova offers a type-PF device"
         )
-        return _Verdict(False, None, REASON_NO_VFS, reason)
+        return _Verdict(True, seen.whole[fn.address].resource_class, REASON_OFFERED, reason)
     return _Verdict(False, None, REASON_NO_SPEC, "no [pci] device_spec matches the PF or its VFs")
 
 

@@ -21,6 +21,7 @@ from drivers.host.pci import PciFunction, read_pci_functions
 from drivers.host.settings import HostSettings
 from drivers.host.sriov import discover_sriov
 from drivers.host.sysfs import SysfsError, SysfsReader
+from drivers.host.vpd import with_vpd_serials
 from drivers.records import HostResources
 
 
@@ -83,6 +84,8 @@ def discover_host(settings: HostSettings, reader: SysfsReader | None = None) -> 
     disk = discover_disk(reader, settings.instances_path, settings.shared_storage)
     numa = discover_numa(reader)
     functions = read_pci_functions(reader)
+    if any(spec.remote_managed for spec in settings.specs):
+        functions = with_vpd_serials(reader, functions)
     enabled = settings.enabled_mdev_types
     gpus = discover_mdevs(reader, enabled) + discover_nvidia_vgpus(reader, functions, enabled)
     gpu_addresses = frozenset(g.address for g in gpus)

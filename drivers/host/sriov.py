@@ -1,11 +1,18 @@
 """SR-IOV physical functions offered as SRIOV_NET_VF.
 
 A PF is a function with ``sriov_totalvfs`` > 0 (kernel sysfs-bus-pci ABI).
-It is offered when a device spec matches the PF itself or one of its VFs
-(nova matches VFs by their own ids and address, and by the PF's interface for
-``devname``). The matching spec gives the physnet (trait
+Its VFs are offered when a device spec matches one of them, as nova matches
+each VF (``nova/pci/devspec.py`` ``PciDeviceSpec.match``: by the VF's own ids
+and address, by the PF's address when the spec names that one PF, by the PF's
+interface for ``devname``). A spec that matches the PF itself and none of its
+VFs offers the PF as one whole device (:mod:`drivers.host.passthrough`), as
+nova's type-PF device. The matching spec gives the physnet (trait
 ``CUSTOM_PHYSNET_{NAME}``) and extra traits. VFs are counted here only,
 never as whole PCI devices.
+
+A ``remote_managed`` spec matches a VF only when the VF's VPD, or its PF's,
+has a card serial number (nova/pci/devspec.py, nova/virt/libvirt/host.py
+``_get_vpd_details``); a VF it would match but for that is warned about.
 """
 
 from __future__ import annotations
@@ -22,18 +29,40 @@ from drivers.records import SriovPF
 LOG = logging.getLogger(__name__)
 
 
-def pf_spec(
+def vf_spec(
     pf: PciFunction, functions: Mapping[str, PciFunction], specs: Sequence[DeviceSpec]
 ) -> DeviceSpec | None:
-    """The spec offering ``pf``: the first matching the PF, else the first matching a VF."""
-    spec = first_match(specs, pf)
-    if spec is not None:
-        return spec
+    """The spec offering ``pf``'s VFs: the first one matching one of its VFs, or None."""
     for vf_address in pf.vf_addresses:
         vf = functions.get(vf_address)
-        if vf is not None and (spec := first_match(specs, vf, pf.netdevs)) is not None:
+        if vf is None:
+            continue
+        spec = first_match(specs, vf, pf.netdevs, pf.vpd_serial)
+        if spec is not None:
             return spec
     return None
+
+
+def warn_unserialed(
+    pf: PciFunction, functions: Mapping[str, PciFunction], specs: Sequence[DeviceSpec]
+) -> None:
+    """Warn about ``pf``'s VFs a ``remote_managed`` spec leaves out for want of a serial."""
+    for vf_address in pf.vf_addresses:
+        vf = functions.get(vf_address)
+        if vf is None:
+            continue
+        for spec in specs:
+            if spec.wants_serial(vf, pf.netdevs, pf.vpd_serial):
+                LOG.warning(
+                    "[pci] device_spec %s: VFs of PF %s (%s...) are not offered for it: "
+                    "remote_managed needs a card serial number in the VF's or the PF's PCI "
+                    "VPD, and neither has one (nova drops them: nova/pci/devspec.py); "
+                    "update the card's firmware or drop the tag",
+                    spec.text,
+                    pf.address,
+                    vf.address,
+                )
+                return
 
 
 def discover_sriov(
@@ -51,14 +80,16 @@ def discover_sriov(
     Returns:
         :class:`SriovPF` records; traits are ``HW_NIC_SRIOV`` (and
         ``HW_NIC_SRIOV_TRUSTED`` for a ``trusted`` spec) plus the spec's.
-        A PF with no VF configured is still returned (``num_vfs`` 0): the
-        layout then leaves it out of the tree.
+        Only PFs with a VF a spec matches: a PF without VFs, or whose VFs no
+        spec matches, is a whole device when a spec matches it
+        (:func:`drivers.host.passthrough.discover_passthrough`).
     """
     out = []
     for pf in sorted(functions.values(), key=lambda f: f.address):
         if pf.is_vf or not pf.total_vfs or pf.address in exclude:
             continue
-        spec = pf_spec(pf, functions, specs)
+        warn_unserialed(pf, functions, specs)
+        spec = vf_spec(pf, functions, specs)
         if spec is None:
             continue
         if spec.one_time_use:

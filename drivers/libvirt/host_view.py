@@ -46,6 +46,7 @@ from drivers.libvirt.nodedev import (
     parse_node_device,
 )
 from drivers.libvirt.options import GROUP
+from drivers.libvirt.pci_versions import check_live_migratable, live_migratable_specs
 from drivers.libvirt.reader import CapabilityTraits
 from drivers.libvirt.tdx import TdxSettings, host_tdx
 from drivers.libvirt.xmlutil import LibvirtXMLError
@@ -223,6 +224,20 @@ class HostView:
             self._warn(line)
         return models
 
+    def _check_versions(self, conn: libvirt.virConnect) -> None:
+        """Refuse ``live_migratable`` on a libvirt or QEMU too old for it, as nova does.
+
+        Raises:
+            ConfigError: :func:`drivers.libvirt.pci_versions.check_live_migratable`.
+        """
+        if live_migratable_specs(self.settings.specs):
+            check_live_migratable(
+                self.settings.specs,
+                int(self.connection.call("virConnectGetLibVersion", conn.getLibVersion)),
+                int(self.connection.call("virConnectGetVersion", conn.getVersion)),
+                str(self.connection.call("virConnectGetType", conn.getType)),
+            )
+
     def discover(self) -> LibvirtHost:
         """Read the host now (kept as :attr:`last`).
 
@@ -231,10 +246,13 @@ class HostView:
             LibvirtCallError: a host-wide call failed (capabilities, node info,
                 device listing).
             ConfigError: the CPU sets name CPUs the host does not have online,
-                or ``[libvirt] pmem_namespaces`` names a namespace the host
-                does not have in device-DAX mode.
+                ``[libvirt] pmem_namespaces`` names a namespace the host
+                does not have in device-DAX mode, or a ``[pci] device_spec``
+                tags ``live_migratable`` with a libvirt or QEMU too old for it
+                (:mod:`drivers.libvirt.pci_versions`).
         """
         conn = self.connection.get()
+        self._check_versions(conn)
         caps = self._capabilities(conn)
         # [model, memory MiB, active CPUs, MHz, nodes, sockets, cores, threads]
         info = self.connection.call("virNodeGetInfo", conn.getInfo)
