@@ -28,6 +28,12 @@ cores of two threads each; its memory, 16780000, is what nova reads as MiB from
 ``getInfo``) with, in ``vgpu``, two mdev-capable GPUs and ``[devices]
 enabled_mdev_types = nvidia-11``; in ``pci``, two whole PCI devices and a PF with two VFs,
 ``[pci] device_spec`` offering the devices and the VFs, ``report_in_placement = true``;
+in ``pf-whole``, a PF with two VFs and a spec naming the PF's own ids (nova: one whole
+type-PF device); in ``remote-managed``, two cards as nova's RemoteManagedServersTest adds
+them, VFs tagged ``remote_managed``, one PF with a VPD serial number (its VFs offered by
+nova's fallback to the PF's VPD), one without (its VFs dropped); in ``live-migratable``,
+the ``pci`` host with a ``live_migratable`` tag ("false") on this libvirt, older than 10.0.0
+(``report`` prints ``{"refused": why}`` when nova's ``init_host`` refuses);
 in ``tdx``, the ``vgpu`` host offering Intel TDX: fakelibvirt's domain capabilities with
 ``<tdx supported='yes'/>`` (its ``_domain_capability_features_with_TDX``), ``[libvirt]
 cpu_mode = host-passthrough`` and ``num_intel_tdx_guests = 16``, and no misc cgroup
@@ -65,13 +71,40 @@ class Scenario:
         options: ``{group: {option: value}}`` set in nova's and in the agent's
             configuration alike (the agent reads nova's option names).
         tdx: fakelibvirt's domain capabilities offer Intel TDX.
+        devices: more PCI devices, as ``HostPCIDevicesInfo.add_device`` arguments.
     """
 
     fixture: str
     pci: dict[str, int]
     options: dict[str, dict[str, Any]]
     tdx: bool = False
+    devices: tuple[dict[str, Any], ...] = ()
 
+
+def _card(bus: int, pf: str, vf: str, serial: str | None) -> tuple[dict[str, Any], ...]:
+    """A PF at ``bus`` and its 4 VFs, as nova's RemoteManagedServersTest adds them
+    (nova/tests/functional/libvirt/test_pci_sriov_servers.py); the PF's VPD has
+    ``serial`` (none when None), the VFs have no VPD of their own."""
+    common = {"vend_id": "15b3", "vend_name": "Mellanox Technologies", "numa_node": 0}
+    vpd = {"name": "BlueField", "readonly": {"serial_number": serial}} if serial else None
+    first = {"dev_type": "PF", "bus": bus, "slot": 0, "function": 0, "iommu_group": bus}
+    out = [{**first, **common, "vf_ratio": 4, "prod_id": pf, "vpd_fields": vpd}]
+    for idx in range(4):
+        out.append(
+            {
+                **common,
+                **{"dev_type": "VF", "bus": bus, "slot": 0, "function": idx + 1},
+                **{"iommu_group": bus + idx + 1, "vf_ratio": 4, "parent": (bus, 0, 0)},
+                "prod_id": vf,
+            }
+        )
+    return tuple(out)
+
+
+REMOTE_MANAGED_CARDS = (
+    *_card(0x81, "a2dc", "1021", "MT0000X00001"),  # the PF's VPD serves its VFs (nova's fallback)
+    *_card(0x82, "a2d6", "101e", None),  # no serial anywhere: nova drops the VFs
+)
 
 SCENARIOS = {
     "vgpu": Scenario(
@@ -87,6 +120,45 @@ SCENARIOS = {
                 "device_spec": [
                     json.dumps({"vendor_id": "8086", "product_id": "1533"}),
                     json.dumps({"vendor_id": "8086", "product_id": "1515"}),
+                ],
+                "report_in_placement": True,
+            }
+        },
+    ),
+    "pf-whole": Scenario(
+        "nova-fakelibvirt-pf-whole",
+        {"num_pci": 0, "num_pfs": 1, "num_vfs": 2},
+        {
+            "pci": {
+                # The PF's own ids (fakelibvirt's PF_PROD_ID), not its VFs' (1515).
+                "device_spec": [json.dumps({"vendor_id": "8086", "product_id": "1528"})],
+                "report_in_placement": True,
+            }
+        },
+    ),
+    "remote-managed": Scenario(
+        "nova-fakelibvirt-remote-managed",
+        {"num_pci": 0, "num_pfs": 0, "num_vfs": 0},
+        {
+            "pci": {
+                "device_spec": [
+                    json.dumps({"vendor_id": "15b3", "product_id": p, "remote_managed": "true"})
+                    for p in ("1021", "101e")
+                ],
+                "report_in_placement": True,
+            }
+        },
+        devices=(*REMOTE_MANAGED_CARDS,),
+    ),
+    "live-migratable": Scenario(
+        "nova-fakelibvirt-pci",
+        {"num_pci": 2, "num_pfs": 1, "num_vfs": 2},
+        {
+            "pci": {
+                "device_spec": [
+                    json.dumps(
+                        {"vendor_id": "8086", "product_id": "1533", "live_migratable": "false"}
+                    )
                 ],
                 "report_in_placement": True,
             }
@@ -121,12 +193,15 @@ def _connection(fakelibvirt: Any, scenario: Scenario, libvirt_version: int | Non
         fakelibvirt.virConnect._domain_capability_features = (
             fakelibvirt.virConnect._domain_capability_features_with_TDX
         )
+    pci_info = fakelibvirt.HostPCIDevicesInfo(**scenario.pci)
+    for device in scenario.devices:
+        pci_info.add_device(**device)
     return fakelibvirt.Connection(
         "qemu:///system",
         version=libvirt_version or fakelibvirt.FAKE_LIBVIRT_VERSION,
         hv_version=fakelibvirt.FAKE_QEMU_VERSION,
         host_info=fakelibvirt.HostInfo(**HOST),
-        pci_info=fakelibvirt.HostPCIDevicesInfo(**scenario.pci),
+        pci_info=pci_info,
         hostname=NODENAME,
     )
 
@@ -134,9 +209,11 @@ def _connection(fakelibvirt: Any, scenario: Scenario, libvirt_version: int | Non
 def _nova_tree(
     scenario: Scenario, instances_path: str, libvirt_version: int
 ) -> dict[str, dict[str, Any]]:
+    """The tree nova's driver and tracker write, or ``{"refused": why}`` when nova-compute
+    refuses to start on this host and configuration (``init_host``)."""
     from nova import conf as nova_conf
-    from nova import objects
-    from nova.compute import provider_tree, resource_tracker
+    from nova import exception, objects
+    from nova.compute import pci_placement_translator, provider_tree, resource_tracker
     from nova.virt import fake as fake_virt
     from nova.virt.libvirt import driver as libvirt_driver
     from nova.virt.libvirt import utils as libvirt_utils
@@ -160,18 +237,22 @@ def _nova_tree(
         mock.patch("nova.virt.libvirt.host.MISC_CONTROL_GROUP_CAPACITY_FILE", no_cgroup),
     ):
         driver = libvirt_driver.LibvirtDriver(fake_virt.FakeVirtAPI(), False)
-        driver.init_host(NODENAME)
+        try:
+            driver.init_host(NODENAME)
+        except exception.InvalidConfiguration as exc:
+            fixture.cleanUp()
+            return {"refused": str(exc)}
         tree = provider_tree.ProviderTree()
         tree.new_root(NODENAME, "00000000-0000-0000-0000-0000000000c1")
         driver.update_provider_tree(tree, NODENAME)
         # The resource tracker's part (_update_to_placement -> _get_traits): capability
         # traits, COMPUTE_NODE, OWNER_NOVA. Its two other reads: the PCI tracker's pools
-        # (no device_spec here, so no remote-managed pool: nova's own method is run on
-        # such a tracker) and the service record (enabled: nothing to add).
-        pools = types.SimpleNamespace(has_remote_managed_device_pools=lambda: False)
+        # (has_remote_managed_device_pools, on nova's own PciDevTracker fed by the
+        # driver) and the service record (enabled: nothing to add).
+        pci_tracker = _nova_pci_tracker(driver)
         rt = types.SimpleNamespace(
             driver=driver,
-            pci_tracker=types.SimpleNamespace(pci_stats=pools),
+            pci_tracker=pci_tracker,
             _sync_compute_service_disabled_trait=lambda _context, _traits: None,
         )
         rt._should_expose_remote_managed_ports_trait = types.MethodType(
@@ -180,7 +261,9 @@ def _nova_tree(
         traits = resource_tracker.ResourceTracker._get_traits(rt, None, NODENAME, tree)
         tree.update_traits(NODENAME, traits)
         if conf.pci.report_in_placement:
-            _nova_pci_providers(tree, driver)
+            pci_placement_translator.update_provider_tree_for_pci(
+                tree, NODENAME, pci_tracker, {}, []
+            )
     fixture.cleanUp()
     out = {}
     for uuid in tree.get_provider_uuids():
@@ -189,12 +272,11 @@ def _nova_tree(
     return out
 
 
-def _nova_pci_providers(tree: Any, driver: Any) -> None:
-    """nova's resource tracker's PCI-in-placement step on the driver's devices (no
-    instances: no allocations). ``PciDevTracker`` reads the compute node's devices from
-    the cell database: none yet, as on a new compute node."""
+def _nova_pci_tracker(driver: Any) -> Any:
+    """nova's ``PciDevTracker`` fed with the driver's PCI devices, as the resource tracker
+    feeds it (``_setup_pci_tracker``; no instances, so no allocations). It reads the
+    compute node's devices from the cell database: none yet, as on a new compute node."""
     from nova import context, objects
-    from nova.compute import pci_placement_translator
     from nova.pci import manager as pci_manager
 
     node = objects.ComputeNode(id=1, numa_topology=None)
@@ -202,7 +284,7 @@ def _nova_pci_providers(tree: Any, driver: Any) -> None:
     with mock.patch.object(objects.PciDeviceList, "get_by_compute_node", return_value=empty):
         tracker = pci_manager.PciDevTracker(context.get_admin_context(), node)
     tracker.update_devices_from_hypervisor_resources(driver._get_pci_passthrough_devices())
-    pci_placement_translator.update_provider_tree_for_pci(tree, NODENAME, tracker, {}, [])
+    return tracker
 
 
 def _fixture(name: str, directory: Path) -> None:
@@ -213,7 +295,12 @@ def _fixture(name: str, directory: Path) -> None:
     conn = _connection(fakelibvirt, scenario)
     directory.mkdir(parents=True, exist_ok=True)
     tdx = ", Intel TDX (_domain_capability_features_with_TDX)" if scenario.tdx else ""
-    note = f"<!-- Served by {SOURCE}: host {HOST}, PCI devices {scenario.pci}{tdx}. Regenerate\n"
+    more = (
+        f" and {len(scenario.devices)} added (the scenario's devices)" if scenario.devices else ""
+    )
+    note = (
+        f"<!-- Served by {SOURCE}: host {HOST}, PCI devices {scenario.pci}{more}{tdx}. Regenerate\n"
+    )
     note += f"     with python -m tests.helpers.nova_libvirt fixture {name} <this directory>. -->\n"
     caps = conn.getCapabilities()
     (directory / "capabilities.xml").write_text(note + caps.strip() + "\n")
