@@ -29,9 +29,10 @@ cores of two threads each; its memory, 16780000, is what nova reads as MiB from
 enabled_mdev_types = nvidia-11``; in ``pci``, two whole PCI devices and a PF with two VFs,
 ``[pci] device_spec`` offering the devices and the VFs, ``report_in_placement = true``;
 in ``pf-whole``, a PF with two VFs and a spec naming the PF's own ids (nova: one whole
-type-PF device); in ``remote-managed``, two cards as nova's RemoteManagedServersTest adds
-them, VFs tagged ``remote_managed``, one PF with a VPD serial number (its VFs offered by
-nova's fallback to the PF's VPD), one without (its VFs dropped); in ``live-migratable``,
+type-PF device), with a resource class and traits written in lower case; in
+``remote-managed``, two cards as nova's RemoteManagedServersTest adds them, VFs tagged
+``remote_managed``, one PF with a VPD serial number (its VFs offered by nova's fallback
+to the PF's VPD), one without (its VFs dropped); in ``live-migratable``,
 the ``pci`` host with a ``live_migratable`` tag ("false") on this libvirt, older than 10.0.0
 (``report`` prints ``{"refused": why}`` when nova's ``init_host`` refuses);
 in ``tdx``, the ``vgpu`` host offering Intel TDX: fakelibvirt's domain capabilities with
@@ -130,8 +131,18 @@ SCENARIOS = {
         {"num_pci": 0, "num_pfs": 1, "num_vfs": 2},
         {
             "pci": {
-                # The PF's own ids (fakelibvirt's PF_PROD_ID), not its VFs' (1515).
-                "device_spec": [json.dumps({"vendor_id": "8086", "product_id": "1528"})],
+                # The PF's own ids (fakelibvirt's PF_PROD_ID), not its VFs' (1515); names
+                # nova normalises its own way (pci_placement_translator._normalize_*).
+                "device_spec": [
+                    json.dumps(
+                        {
+                            "vendor_id": "8086",
+                            "product_id": "1528",
+                            "resource_class": "pci_device",
+                            "traits": "gold,custom_silver,HW_NIC_SRIOV,hw_nic_sriov_trusted",
+                        }
+                    )
+                ],
                 "report_in_placement": True,
             }
         },
