@@ -123,7 +123,16 @@ def _physical_function(fn: PciFunction, seen: _Offered) -> _Verdict:
             "VFs: offered whole for passthrough, as nova offers a type-PF device"
         )
         return _Verdict(True, seen.whole[fn.address].resource_class, REASON_OFFERED, reason)
-    return _Verdict(False, None, REASON_NO_SPEC, "no [pci] device_spec matches the PF or its VFs")
+    reason = "no [pci] device_spec matches the PF or its VFs"
+    vfs = [seen.functions[a] for a in fn.vf_addresses if a in seen.functions]
+    for spec in seen.settings.specs:
+        if any(spec.wants_serial(vf, fn.netdevs, fn.vpd_serial) for vf in vfs):
+            reason += (
+                f"; {spec.text} would, but it is remote_managed and neither the VFs nor "
+                "the PF have a card serial number in their PCI VPD (nova's rule)"
+            )
+            break
+    return _Verdict(False, None, REASON_NO_SPEC, reason)
 
 
 def _whole_device(fn: PciFunction, seen: _Offered) -> _Verdict:

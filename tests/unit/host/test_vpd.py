@@ -8,7 +8,9 @@ import logging
 import shutil
 from pathlib import Path
 
+from drivers.device_views import REASON_NO_SPEC
 from drivers.host.device_spec import parse_device_specs
+from drivers.host.devices import device_views
 from drivers.host.discovery import discover_host
 from drivers.host.settings import HostSettings
 from drivers.host.vpd import vpd_serial
@@ -36,14 +38,17 @@ def test_the_serial_number_of_a_vpd_image():
     assert vpd_serial(b"") is None
 
 
-def discover(root: Path, *specs: str):
-    settings = HostSettings(
+def settings(root: Path, *specs: str) -> HostSettings:
+    return HostSettings(
         nodename="cn1",
         sysfs_root=str(root),
         instances_path=str(root),
         specs=parse_device_specs(list(specs)),
     )
-    return discover_host(settings).resources
+
+
+def discover(root: Path, *specs: str):
+    return discover_host(settings(root, *specs)).resources
 
 
 def test_remote_managed_vfs_need_a_serial_number_on_the_vf_or_its_pf(tmp_path, caplog):
@@ -53,6 +58,13 @@ def test_remote_managed_vfs_need_a_serial_number_on_the_vf_or_its_pf(tmp_path, c
         bare = discover(root, REMOTE)
     assert not bare.sriov_pfs and not bare.pci_devices
     assert "remote_managed needs a card serial number" in caplog.text
+    shown = {
+        v.address: v
+        for v in device_views(discover_host(settings(root, REMOTE)), settings(root, REMOTE))
+    }
+    pf = shown["0000:3b:00.0"]
+    assert not pf.offered and pf.reason_kind == REASON_NO_SPEC
+    assert "remote_managed and neither the VFs nor the PF have a card serial" in pf.reason
     # nova's fallback: the PF's VPD serves its VFs.
     (root / "sys/bus/pci/devices/0000:3b:00.0/vpd").write_bytes(IMAGE)
     pfs = {pf.address: pf for pf in discover(root, REMOTE).sriov_pfs}
