@@ -39,7 +39,13 @@ from agent.model.resources import MAX_INT
 from agent.shape.adapter import adapt
 from drivers.libvirt import LibvirtDriver
 from tests.helpers.libvirt_fixtures import make_conf
-from tests.helpers.nova_libvirt import NODENAME, SCENARIOS, Scenario
+from tests.helpers.nova_libvirt import (
+    NODENAME,
+    SCENARIOS,
+    Scenario,
+    provider_config_dir,
+    write_provider_config,
+)
 from tests.helpers.paths import LIBVIRT, REPO
 
 TABLE = "### What nova 34 reports, what the agent reports"
@@ -85,6 +91,7 @@ def nova_report(name: str, instances: Path) -> Report | str:
 def agent_report(scenario: Scenario, tmp_path: Path, instances: Path) -> Report:
     fixture = scenario.fixture
     options = dict(scenario.options)
+    write_provider_config(scenario, instances)
     conf = make_conf(
         tmp_path,
         fixture,
@@ -93,6 +100,7 @@ def agent_report(scenario: Scenario, tmp_path: Path, instances: Path) -> Report:
             "reserved_host_memory_mb": 512,
             "instances_path": str(instances),
         },
+        compute={"provider_config_location": str(provider_config_dir(instances))},
         # The host architecture's first, then every other guest architecture's, as nova asks.
         libvirt={
             **options.pop("libvirt", {}),

@@ -35,6 +35,8 @@ type-PF device), with a resource class and traits written in lower case; in
 to the PF's VPD), one without (its VFs dropped); in ``live-migratable``,
 the ``pci`` host with a ``live_migratable`` tag ("false") on this libvirt, older than 10.0.0
 (``report`` prints ``{"refused": why}`` when nova's ``init_host`` refuses);
+in ``provider-config``, the ``vgpu`` host with a provider config file (nova's
+``_merge_provider_configs`` runs after the PCI step, as in ``_update_to_placement``);
 in ``tdx``, the ``vgpu`` host offering Intel TDX: fakelibvirt's domain capabilities with
 ``<tdx supported='yes'/>`` (its ``_domain_capability_features_with_TDX``), ``[libvirt]
 cpu_mode = host-passthrough`` and ``num_intel_tdx_guests = 16``, and no misc cgroup
@@ -73,6 +75,9 @@ class Scenario:
             configuration alike (the agent reads nova's option names).
         tdx: fakelibvirt's domain capabilities offer Intel TDX.
         devices: more PCI devices, as ``HostPCIDevicesInfo.add_device`` arguments.
+        provider_config: a provider config file (nova's schema 1.0), written to
+            :func:`provider_config_dir` and read by both sides (``[compute]
+            provider_config_location``).
     """
 
     fixture: str
@@ -80,6 +85,31 @@ class Scenario:
     options: dict[str, dict[str, Any]]
     tdx: bool = False
     devices: tuple[dict[str, Any], ...] = ()
+    provider_config: str = ""
+
+
+PROVIDER_CONFIG = """\
+meta:
+  schema_version: '1.0'
+providers:
+  - identification:
+      uuid: $COMPUTE_NODE
+    inventories:
+      additional:
+        - CUSTOM_LICENSE_WINDOWS:
+            total: 8
+            reserved: 1
+            max_unit: 4
+    traits:
+      additional:
+        - CUSTOM_SITE_PARIS
+  - identification:
+      name: compute1_pci_0000_81_01_0
+    traits:
+      additional:
+        - CUSTOM_GOLD_GPU
+"""
+"""Inventory and a trait on the compute node, a trait on one GPU by its name."""
 
 
 def _card(bus: int, pf: str, vf: str, serial: str | None) -> tuple[dict[str, Any], ...]:
@@ -175,6 +205,12 @@ SCENARIOS = {
             }
         },
     ),
+    "provider-config": Scenario(
+        "nova-fakelibvirt",
+        {"num_pci": 0, "num_pfs": 0, "num_vfs": 0, "num_mdevcap": 2},
+        {"devices": {"enabled_mdev_types": ["nvidia-11"]}},
+        provider_config=PROVIDER_CONFIG,
+    ),
     "tdx": Scenario(
         "nova-fakelibvirt-tdx",
         {"num_pci": 0, "num_pfs": 0, "num_vfs": 0, "num_mdevcap": 2},
@@ -185,6 +221,19 @@ SCENARIOS = {
         tdx=True,
     ),
 }
+
+
+def provider_config_dir(instances_path: str | Path) -> Path:
+    """Where a scenario's provider config file goes: beside the instances path."""
+    return Path(instances_path).parent / "provider_config"
+
+
+def write_provider_config(scenario: Scenario, instances_path: str | Path) -> None:
+    """Write ``scenario``'s provider config file, when it has one."""
+    if scenario.provider_config:
+        directory = provider_config_dir(instances_path)
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "site.yaml").write_text(scenario.provider_config)
 
 
 def _fakelibvirt() -> Any:
@@ -224,7 +273,12 @@ def _nova_tree(
     refuses to start on this host and configuration (``init_host``)."""
     from nova import conf as nova_conf
     from nova import exception, objects
-    from nova.compute import pci_placement_translator, provider_tree, resource_tracker
+    from nova.compute import (
+        pci_placement_translator,
+        provider_config,
+        provider_tree,
+        resource_tracker,
+    )
     from nova.virt import fake as fake_virt
     from nova.virt.libvirt import driver as libvirt_driver
     from nova.virt.libvirt import utils as libvirt_utils
@@ -233,6 +287,10 @@ def _nova_tree(
     conf = nova_conf.CONF
     conf([], project="nova", default_config_files=[])
     conf.set_override("instances_path", instances_path)
+    write_provider_config(scenario, instances_path)
+    conf.set_override(
+        "provider_config_location", str(provider_config_dir(instances_path)), group="compute"
+    )
     for group, values in scenario.options.items():
         for name, value in values.items():
             conf.set_override(name, value, group=group)
@@ -275,6 +333,13 @@ def _nova_tree(
             pci_placement_translator.update_provider_tree_for_pci(
                 tree, NODENAME, pci_tracker, {}, []
             )
+        # Then the provider config files (_update_to_placement -> _merge_provider_configs).
+        rt.absent_providers = set()
+        for name in ("_get_providers_to_update", "_merge_provider_configs"):
+            method = getattr(resource_tracker.ResourceTracker, name)
+            setattr(rt, name, types.MethodType(method, rt))
+        configs = provider_config.get_provider_configs(conf.compute.provider_config_location)
+        rt._merge_provider_configs(configs, tree)
     fixture.cleanUp()
     out = {}
     for uuid in tree.get_provider_uuids():
