@@ -85,7 +85,7 @@ def discover_host(settings: HostSettings, reader: SysfsReader | None = None) -> 
     numa = discover_numa(reader)
     functions = read_pci_functions(reader)
     if any(spec.remote_managed for spec in settings.specs):
-        functions = with_vpd_serials(reader, functions)
+        functions = with_vpd_serials(reader, functions, settings.specs)
     enabled = settings.enabled_mdev_types
     gpus = discover_mdevs(reader, enabled) + discover_nvidia_vgpus(reader, functions, enabled)
     gpu_addresses = frozenset(g.address for g in gpus)

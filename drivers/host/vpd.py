@@ -17,9 +17,10 @@ number. Small resource 0xF ends the data.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from drivers.host.device_spec import DeviceSpec
 from drivers.host.pci import PCI_DIR, PciFunction
 from drivers.host.sysfs import Root, SysfsError, as_reader
 
@@ -65,16 +66,25 @@ def _keyword(body: bytes, key: bytes) -> str | None:
     return None
 
 
-def with_vpd_serials(root: Root, functions: Mapping[str, PciFunction]) -> dict[str, PciFunction]:
-    """``functions`` with :attr:`PciFunction.vpd_serial` read from each one's ``vpd`` file.
+def with_vpd_serials(
+    root: Root, functions: Mapping[str, PciFunction], specs: Sequence[DeviceSpec]
+) -> dict[str, PciFunction]:
+    """``functions`` with :attr:`PciFunction.vpd_serial` read where a spec needs it.
 
-    Read only when a ``remote_managed`` spec needs it (reading VPD goes through the
-    device's configuration space and can be slow). A file that cannot be read is
-    warned about, naming it, and counts as no serial: one device, not the host.
+    Only the functions a ``remote_managed`` spec would match but for the serial, and
+    their PFs (nova's fallback), are read: reading VPD goes through the device's
+    configuration space and can be slow. A file that cannot be read is warned about,
+    naming it, and counts as no serial: one device, not the host.
     """
     reader = as_reader(root)
+    wanted: set[str] = set()
+    for fn in functions.values():
+        pf = functions.get(fn.physfn) if fn.physfn else None
+        netdevs = pf.netdevs if pf is not None else ()
+        if any(spec.wants_serial(fn, netdevs) for spec in specs):
+            wanted.update(a for a in (fn.address, fn.physfn) if a)
     out = dict(functions)
-    for address, fn in functions.items():
+    for address in sorted(wanted & set(functions)):
         try:
             data = reader.optional_bytes(f"{PCI_DIR}/{address}/vpd")
         except SysfsError as exc:
@@ -82,5 +92,5 @@ def with_vpd_serials(root: Root, functions: Mapping[str, PciFunction]) -> dict[s
             continue
         serial = vpd_serial(data) if data else None
         if serial is not None:
-            out[address] = replace(fn, vpd_serial=serial)
+            out[address] = replace(functions[address], vpd_serial=serial)
     return out

@@ -73,3 +73,14 @@ def test_remote_managed_vfs_need_a_serial_number_on_the_vf_or_its_pf(tmp_path, c
     plain = '{"vendor_id": "8086", "product_id": "154c"}'
     pfs = {pf.address: pf for pf in discover(root, REMOTE, plain).sriov_pfs}
     assert pfs["0000:3b:00.0"].remote_managed and not pfs["0000:3b:00.1"].remote_managed
+
+
+def test_an_unreadable_vpd_costs_a_warning_not_the_host(tmp_path, caplog):
+    root = tmp_path / "sysfs"
+    shutil.copytree(SYSFS / "sriov-nic", root, symlinks=True)
+    (root / "sys/bus/pci/devices/0000:3b:00.0/vpd").mkdir()  # read() fails: EISDIR
+    (root / "sys/bus/pci/devices/0000:3b:00.1/vpd").write_bytes(IMAGE)
+    with caplog.at_level(logging.WARNING):
+        pfs = {pf.address for pf in discover(root, REMOTE).sriov_pfs}
+    assert pfs == {"0000:3b:00.1"}
+    assert "0000:3b:00.0/vpd" in caplog.text and "card serial number of 0000:3b:00.0" in caplog.text
