@@ -105,6 +105,11 @@ def _virtual_function(fn: PciFunction, seen: _Offered) -> _Verdict:
     if fn.nvidia_vgpu and fn.physfn in seen.gpus:
         reason = f"an NVIDIA vGPU VF of {fn.physfn}: counted in its VGPU inventory"
         return _Verdict(True, "VGPU", REASON_VF_OF_OFFERED, reason)
+    if fn.physfn in seen.whole:
+        reason = (
+            f"a VF of {fn.physfn}, which is offered whole: no [pci] device_spec matches its VFs"
+        )
+        return _Verdict(False, None, REASON_NO_SPEC, reason)
     reason = f"a VF of {fn.physfn}, which is not offered"
     return _Verdict(False, None, REASON_PARENT_NOT_OFFERED, reason)
 

@@ -66,6 +66,20 @@ def test_every_function_is_shown_and_agrees_with_what_is_offered():
     assert shown == offered_pfs
 
 
+def test_a_pf_named_itself_is_offered_whole_and_its_vfs_are_not():
+    """A spec with the PF's own ids (8086:1572) matches none of its VFs (8086:154c): nova's
+    type-PF device, one whole device; the VFs are not offered."""
+    by_address, discovery = views(
+        SYSFS / "sriov-nic", ('{"vendor_id": "8086", "product_id": "1572"}',)
+    )
+    pf = by_address["0000:3b:00.0"]
+    assert pf.offered and pf.offered_as is None and pf.reason_kind == REASON_OFFERED
+    assert {d.address for d in discovery.resources.pci_devices} == {"0000:3b:00.0", "0000:3b:00.1"}
+    assert not discovery.resources.sriov_pfs
+    vf = by_address["0000:3b:02.0"]
+    assert not vf.offered and "offered whole" in vf.reason
+
+
 def test_no_device_spec_match_and_vfs_of_a_pf_not_offered():
     by_address, _ = views(SYSFS / "sriov-nic")
     pf = by_address["0000:3b:00.0"]
