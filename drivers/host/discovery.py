@@ -106,7 +106,9 @@ def discover_host(settings: HostSettings, reader: SysfsReader | None = None) -> 
         traits=cpu.traits,
         numa_cells=numa_cells(numa, cpu.vcpu_ids, cpu.pcpu_ids),
         pci_devices=discover_passthrough(functions, settings.specs, gpu_addresses),
-        sriov_pfs=discover_sriov(functions, settings.specs, gpu_addresses),
+        sriov_pfs=discover_sriov(
+            functions, settings.specs, gpu_addresses, settings.pci_in_placement
+        ),
         gpus=tuple(sorted(gpus, key=lambda g: g.address)),
     )
     return Discovery(resources, cpu, memory, disk, numa, functions, tuple(reader.warnings))

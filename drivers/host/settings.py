@@ -27,6 +27,7 @@ class HostSettings:
         shared_storage: ``[compute] shared_storage``.
         specs: ``[pci] device_spec`` parsed.
         enabled_mdev_types: ``[devices] enabled_mdev_types``.
+        pci_in_placement: ``[pci] report_in_placement``.
     """
 
     nodename: str
@@ -38,6 +39,7 @@ class HostSettings:
     shared_storage: bool = False
     specs: tuple[DeviceSpec, ...] = ()
     enabled_mdev_types: tuple[str, ...] = ()
+    pci_in_placement: bool = False
 
 
 def _cpu_option(conf: cfg.ConfigOpts, name: str) -> frozenset[int] | None:
@@ -80,4 +82,5 @@ def settings_from_conf(conf: cfg.ConfigOpts) -> HostSettings:
         shared_storage=conf.compute.shared_storage,
         specs=specs,
         enabled_mdev_types=tuple(conf.devices.enabled_mdev_types),
+        pci_in_placement=conf.pci.report_in_placement,
     )

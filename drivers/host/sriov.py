@@ -65,10 +65,50 @@ def warn_unserialed(
                 return
 
 
+def warn_dependent(pf: PciFunction, vfs: DeviceSpec, specs: Sequence[DeviceSpec]) -> None:
+    """Warn when a spec names ``pf`` itself too while its VFs are offered for Placement.
+
+    nova's PCI-in-placement translator refuses a PF and its VFs both
+    (``PciResourceProvider.add_parent`` / ``add_child``:
+    ``PlacementPciDependentDeviceException``), so nova-compute's resource updates fail;
+    devices with a ``physical_network`` are neutron's and out of it (``_add_dev``).
+    """
+    own = first_match(specs, pf)
+    if own is None or own.physical_network or vfs.physical_network:
+        return
+    LOG.warning(
+        "[pci] device_spec %s matches PF %s itself and %s its VFs: with [pci] "
+        "report_in_placement nova refuses a PF and its VFs both "
+        "(PlacementPciDependentDeviceException, nova-compute's resource updates fail); "
+        "the agent offers the VFs; make the specs name one or the other",
+        own.text,
+        pf.address,
+        vfs.text,
+    )
+
+
+def _warn_vf_spec(
+    pf: PciFunction, spec: DeviceSpec, specs: Sequence[DeviceSpec], pci_in_placement: bool
+) -> None:
+    """What nova refuses of the spec offering ``pf``'s VFs costs a warning, not the host."""
+    if pci_in_placement:
+        warn_dependent(pf, spec, specs)
+    if spec.one_time_use:
+        # nova's pci_placement_translator refuses it on a VF (only type-PCI and
+        # type-PF devices qualify).
+        LOG.warning(
+            "[pci] device_spec %s: one_time_use is for whole devices only (nova: "
+            "type-PCI and type-PF); the VFs of PF %s are offered without it",
+            spec.text,
+            pf.address,
+        )
+
+
 def discover_sriov(
     functions: Mapping[str, PciFunction],
     specs: Sequence[DeviceSpec],
     exclude: frozenset[str] = frozenset(),
+    pci_in_placement: bool = False,
 ) -> tuple[SriovPF, ...]:
     """The SR-IOV PFs to offer, by address.
 
@@ -76,13 +116,13 @@ def discover_sriov(
         functions: every PCI function (:func:`drivers.host.pci.read_pci_functions`).
         specs: parsed ``[pci] device_spec``.
         exclude: PF addresses offered otherwise (vGPU-capable GPUs).
+        pci_in_placement: ``[pci] report_in_placement`` (:func:`warn_dependent`).
 
     Returns:
         :class:`SriovPF` records; traits are ``HW_NIC_SRIOV`` (and
         ``HW_NIC_SRIOV_TRUSTED`` for a ``trusted`` spec) plus the spec's.
-        Only PFs with a VF a spec matches: a PF without VFs, or whose VFs no
-        spec matches, is a whole device when a spec matches it
-        (:func:`drivers.host.passthrough.discover_passthrough`).
+        Only PFs with a VF a spec matches: any other PF a spec matches is a whole
+        device (:func:`drivers.host.passthrough.discover_passthrough`).
     """
     out = []
     for pf in sorted(functions.values(), key=lambda f: f.address):
@@ -92,15 +132,7 @@ def discover_sriov(
         spec = vf_spec(pf, functions, specs)
         if spec is None:
             continue
-        if spec.one_time_use:
-            # nova's pci_placement_translator refuses it on a VF (only type-PCI and
-            # type-PF devices qualify): one bad spec costs a warning, not the host.
-            LOG.warning(
-                "[pci] device_spec %s: one_time_use is for whole devices only (nova: "
-                "type-PCI and type-PF); the VFs of PF %s are offered without it",
-                spec.text,
-                pf.address,
-            )
+        _warn_vf_spec(pf, spec, specs, pci_in_placement)
         traits = {os_traits.HW_NIC_SRIOV, *spec.traits}
         if spec.trusted:
             traits.add(os_traits.HW_NIC_SRIOV_TRUSTED)

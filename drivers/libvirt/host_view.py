@@ -50,7 +50,7 @@ from drivers.libvirt.pci_versions import check_live_migratable, live_migratable_
 from drivers.libvirt.reader import CapabilityTraits
 from drivers.libvirt.tdx import TdxSettings, host_tdx
 from drivers.libvirt.xmlutil import LibvirtXMLError
-from drivers.records import Gpu, HostResources, MemEncryption, NumaCell, cells_mib
+from drivers.records import Gpu, HostResources, MemEncryption, NumaCell, SriovPF, cells_mib
 
 # Only these kinds matter to Placement; listing them alone spares an XMLDesc
 # call per USB port, SCSI target and block device.
@@ -224,6 +224,11 @@ class HostView:
             self._warn(line)
         return models
 
+    def _sriov_pfs(self, devices: HostDevices, gpus: frozenset[str]) -> tuple[SriovPF, ...]:
+        """The SR-IOV PFs whose VFs are offered (:func:`drivers.host.sriov.discover_sriov`)."""
+        settings = self.settings
+        return discover_sriov(devices.functions, settings.specs, gpus, settings.pci_in_placement)
+
     def _check_versions(self, conn: libvirt.virConnect) -> None:
         """Refuse ``live_migratable`` on a libvirt or QEMU too old for it, as nova does.
 
@@ -283,7 +288,7 @@ class HostView:
             traits=traits,
             numa_cells=_numa_cells(caps, vcpu_ids, pcpu_ids),
             pci_devices=discover_passthrough(devices.functions, self.settings.specs, gpu_addresses),
-            sriov_pfs=discover_sriov(devices.functions, self.settings.specs, gpu_addresses),
+            sriov_pfs=self._sriov_pfs(devices, gpu_addresses),
             gpus=gpus,
             pmem_namespaces=pmem,
             image_cache_gb=(

@@ -82,17 +82,19 @@ def test_remote_managed_vfs_without_a_vpd_serial_are_not_offered(tmp_path, caplo
     assert "0000:af:00.0" in caplog.text
 
 
-def test_a_spec_naming_the_pf_itself_offers_it_whole(tmp_path):
+def test_a_spec_naming_the_pf_itself_offers_it_whole(tmp_path, caplog):
     """nova reports an SR-IOV PF as a type-PF device; a spec matching it and none of its
     VFs makes it one whole device (pci_placement_translator ``add_parent``: total 1)."""
     pf_ids = '{"vendor_id": "8086", "product_id": "1572"}'
     view = tree_view(laid_out(libvirt_driver(tmp_path, "numa-sriov", pci=_pci(pf_ids))))
     assert view["cn1_0000:AF:00.0"]["inv"] == {"CUSTOM_PCI_8086_1572": (1, 0, 1, 1.0)}
     assert "COMPUTE_MANAGED_PCI_DEVICE" in view["cn1_0000:AF:00.0"]["traits"]
-    # Its VFs named too: the VFs are offered (and the PF is not also whole).
+    # Its VFs named too: the VFs are offered (and the PF is not also whole); nova's
+    # translator refuses the two (PlacementPciDependentDeviceException): a warning.
     vf_ids = '{"vendor_id": "8086", "product_id": "154c"}'
     view = tree_view(laid_out(libvirt_driver(tmp_path, "numa-sriov", pci=_pci(pf_ids, vf_ids))))
     assert view["cn1_0000:AF:00.0"]["inv"] == {"CUSTOM_PCI_8086_154C": (4, 0, 4, 1.0)}
+    assert "matches PF 0000:af:00.0 itself" in caplog.text
     # An address naming the PF alone matches its VFs too (nova's WhitelistPciAddress).
     by_address = '{"address": "0000:af:00.0"}'
     view = tree_view(laid_out(libvirt_driver(tmp_path, "numa-sriov", pci=_pci(by_address))))
