@@ -131,6 +131,8 @@ class PciDevice:
         one_time_use: the device spec tags it ``one_time_use``.
         in_use: an instance on this host holds it now (a domain's hostdev);
             drivers fill it in only for ``one_time_use`` devices.
+        physnet: the device spec's ``physical_network`` (a NIC for neutron's
+            ``direct-physical`` ports, e.g. a PF named whole), or None.
     """
 
     address: str
@@ -143,6 +145,7 @@ class PciDevice:
     live_migratable: bool = False
     one_time_use: bool = False
     in_use: bool = False
+    physnet: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

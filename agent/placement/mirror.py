@@ -108,7 +108,8 @@ class Mirror:
 
     Attributes:
         trees: ``{nodename: ProviderTree}`` read so far (generations are Placement's).
-        known_custom: custom resource classes and traits Placement is known to hold.
+        known_classes, known_traits: custom classes and traits Placement holds, kept
+            apart as Placement does (``mdev_class = CUSTOM_NVIDIA_12``, the type's trait).
         read_this_cycle: roots listed since the last flush.
         roots: finds or creates each node's compute node (:mod:`agent.placement.roots`).
         created_roots: ``{nodename: root UUID}`` of the roots the last listing
@@ -125,7 +126,8 @@ class Mirror:
         self.state = state
         self.vouched = Vouched()
         self.trees: dict[str, ProviderTree] = {}
-        self.known_custom: set[str] = set()
+        self.known_classes: set[str] = set()
+        self.known_traits: set[str] = set()
         self.read_this_cycle: set[str] = set()
         self.roots = ComputeNodes(client, state)
         # Set and dict operations are atomic: nodes synced in parallel touch
@@ -246,7 +248,8 @@ class Mirror:
     def forget(self) -> None:
         """Drop what is held in memory; the state directory's copy is checked on the next read."""
         self.trees.clear()
-        self.known_custom.clear()
+        self.known_classes.clear()
+        self.known_traits.clear()
         self.vouched.clear()
 
     def save(self, nodename: str) -> None:
@@ -394,4 +397,5 @@ class Mirror:
     def _remember_custom(self, tree: ProviderTree) -> None:
         # Names Placement already holds need no PUT /resource_classes or /traits.
         for p in tree.all_data():
-            self.known_custom.update(n for n in (*p.inventory, *p.traits) if is_custom(n))
+            self.known_classes.update(n for n in p.inventory if is_custom(n))
+            self.known_traits.update(n for n in p.traits if is_custom(n))

@@ -194,16 +194,16 @@ class Writer:
 
     def ensure_custom_names(self, tree: ProviderTree) -> None:
         """Create ``tree``'s custom resource classes and traits Placement is not known to hold."""
-        known = self.mirror.known_custom
+        classes, traits = self.mirror.known_classes, self.mirror.known_traits
         for p in tree.all_data():
             for rc in p.inventory:
-                if is_custom(rc) and rc not in known:
+                if is_custom(rc) and rc not in classes:
                     endpoints.ensure_resource_class(self.mirror.client, rc)
-                    known.add(rc)
+                    classes.add(rc)
             for trait in p.traits:
-                if is_custom(trait) and trait not in known:
+                if is_custom(trait) and trait not in traits:
                     endpoints.ensure_trait(self.mirror.client, trait)
-                    known.add(trait)
+                    traits.add(trait)
 
     def write(
         self, flush: Flush, new_tree: ProviderTree, reshaped: bool, result: SyncResult

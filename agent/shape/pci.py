@@ -9,6 +9,7 @@ or with ``[pci] report_in_placement`` nova's PCI-in-placement providers
 
 from __future__ import annotations
 
+import os_resource_classes
 import os_traits
 
 from agent.model.names import resource_class_name, trait_name
@@ -40,7 +41,8 @@ def pci_device_specs(
     """One provider per whole PCI device: one unit of its class, the spec's traits.
 
     With ``[pci] report_in_placement``: nova's PCI-in-placement provider
-    under the compute node (pci_placement_translator.py ``add_parent``),
+    under the compute node (pci_placement_translator.py ``add_parent``; none for
+    a device with a ``physical_network``, which nova leaves to neutron),
     with ``COMPUTE_MANAGED_PCI_DEVICE``, ``HW_PCI_LIVE_MIGRATABLE`` for a
     ``live_migratable`` device and ``HW_PCI_ONE_TIME_USE`` for a
     ``one_time_use`` one, whose reserved is :func:`one_time_use_reserved`.
@@ -51,8 +53,12 @@ def pci_device_specs(
     node = host.nodename
     specs = []
     for dev in host.pci_devices:
+        if policy.pci_in_placement and dev.physnet:
+            # Neutron's (a direct-physical port's): nova's translator leaves it out
+            # (``PlacementView._add_dev``) and deletes a PCI provider it does not know.
+            continue
         rc = pci_resource_class(dev.vendor_id, dev.product_id, dev.resource_class)
-        traits = {trait_name(t) for t in dev.traits}
+        traits = {nova_pci_trait(t) for t in dev.traits}
         reserved = 0
         if policy.pci_in_placement:
             name, parent = pci_placement_provider_name(node, dev.address), node
@@ -107,12 +113,13 @@ def _pf_spec(node: str, pf: SriovPF, policy: LayoutPolicy, parent: str) -> Provi
     if uses_pci_placement(pf, policy):
         vendor, product = pf.vf_vendor_id or "0000", pf.vf_product_id or "0000"
         rc = pci_resource_class(vendor, product, pf.resource_class)
-        traits = {trait_name(t) for t in pf.spec_traits} | {os_traits.COMPUTE_MANAGED_PCI_DEVICE}
+        traits = {nova_pci_trait(t) for t in pf.spec_traits}
+        traits.add(os_traits.COMPUTE_MANAGED_PCI_DEVICE)
         if pf.live_migratable:
             traits.add(os_traits.HW_PCI_LIVE_MIGRATABLE)
         name = pci_placement_provider_name(node, pf.address)
         return ProviderSpec(name, node, {rc: inventory(rc, pf.num_vfs)}, traits)
-    traits = {trait_name(t) for t in pf.traits}
+    traits = {nova_pci_trait(t) for t in pf.traits}
     if pf.physnet:
         traits.add(physnet_trait(pf.physnet))
     inv = {"SRIOV_NET_VF": inventory("SRIOV_NET_VF", pf.num_vfs)}
@@ -120,10 +127,37 @@ def _pf_spec(node: str, pf: SriovPF, policy: LayoutPolicy, parent: str) -> Provi
 
 
 def pci_resource_class(vendor_id: str, product_id: str, override: str | None = None) -> str:
-    """``override`` (normalised) or ``CUSTOM_PCI_{VENDOR}_{PRODUCT}`` (nova's default)."""
+    """``override`` as nova normalises it, or ``CUSTOM_PCI_{VENDOR}_{PRODUCT}`` (nova's default).
+
+    nova/compute/pci_placement_translator.py ``_normalize_resource_class``: upper-cased;
+    kept when standard (``vgpu`` is ``VGPU``) or custom (``custom_fpga`` is
+    ``CUSTOM_FPGA``), else made custom. nova replaces a PCI provider's inventory at every
+    claim, so the agent's class must be nova's. A custom name Placement would refuse is
+    made legal (:func:`agent.model.names.resource_class_name`).
+    """
     if override:
-        return resource_class_name(override)
+        rc = override.upper()
+        if rc in os_resource_classes.STANDARDS:
+            return rc
+        return resource_class_name(rc)
     return f"CUSTOM_PCI_{vendor_id.upper()}_{product_id.upper()}"
+
+
+def nova_pci_trait(name: str) -> str:
+    """A ``[pci] device_spec`` trait as nova normalises it (``_normalize_traits``).
+
+    A standard trait is kept as written; any other is upper-cased, kept when custom
+    (``custom_gold`` is ``CUSTOM_GOLD``), else made custom (``gold`` is ``CUSTOM_GOLD``).
+    nova replaces the whole trait set of the PCI providers it manages at every claim,
+    so the agent's names must be nova's. A custom name Placement would refuse is made
+    legal (:func:`agent.model.names.trait_name`).
+    """
+    if os_traits.check_traits([name])[0]:
+        return name
+    upper = name.upper()
+    if upper.startswith("CUSTOM_"):
+        return trait_name(upper)
+    return os_traits.normalize_name(upper)
 
 
 def physnet_trait(physnet: str) -> str:

@@ -151,6 +151,10 @@ class _Planner:
         self.policy = policy
         self.gpu_of_mdev = host.gpu_of_mdev()
         self.whole = {d.address for d in host.pci_devices}
+        # Neutron's whole devices (a physnet) have no provider under PCI-in-placement.
+        self.unplaced = {
+            d.address for d in host.pci_devices if d.physnet and policy.pci_in_placement
+        }
 
     # -- CPUs and memory ---------------------------------------------------------
 
@@ -330,6 +334,8 @@ class _Planner:
     def pci(self, inst: Instance, res: Planned) -> None:
         """One unit per VF or whole PCI device, on the provider that offers it."""
         for address in inst.pci_devices:
+            if address in self.unplaced:
+                continue
             # A device's provider holds one class: SRIOV_NET_VF, its
             # CUSTOM_PCI_* / resource_class, or nova's PCI-in-placement class.
             provider = self.device_provider(address)

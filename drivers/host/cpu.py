@@ -25,6 +25,7 @@ import os_traits
 from drivers.errors import ConfigError
 from drivers.host.arch import arch_traits
 from drivers.host.cpuset import format_cpu_set, parse_cpulist
+from drivers.host.nova_cpu_map import NOVA_DECIDED, nova_map_traits
 from drivers.host.sysfs import Root, SysfsError, SysfsReader, as_reader
 
 LOG = logging.getLogger("drivers.host")
@@ -108,8 +109,12 @@ def cpu_flag_traits(flags: Iterable[str], vendor: str = "") -> frozenset[str]:
         vendor: ``vendor_id`` (selects ``INTEL_`` / ``AMD_`` prefixed traits).
 
     Returns:
-        Only names os-traits defines; unknown flags are ignored.
+        Only names os-traits defines; unknown flags are ignored. The traits of
+        nova's own map (:mod:`drivers.host.nova_cpu_map`) have nova's value,
+        whatever the aliases below say: ``pni`` gives no ``HW_CPU_X86_SSE3``,
+        since nova looks for ``sse3`` and clears it (issue 32).
     """
+    flags = tuple(flags)
     prefix = _VENDOR_PREFIX.get(vendor, "")
     out = set()
     for flag in flags:
@@ -121,7 +126,7 @@ def cpu_flag_traits(flags: Iterable[str], vendor: str = "") -> frozenset[str]:
         out.update(
             _X86_PREFIX + t for t in _FLAG_ALSO.get(flag, ()) if _X86_PREFIX + t in _X86_TRAITS
         )
-    return frozenset(out)
+    return frozenset(out - NOVA_DECIDED) | nova_map_traits(flags)
 
 
 def read_cpuinfo(root: Root) -> tuple[str, tuple[str, ...]]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from drivers.errors import ConfigError
 from drivers.host.pci import PciFunction
@@ -55,12 +55,17 @@ class AddressPattern:
     Attributes:
         domain, bus, slot, function: patterns matched (full match) against
             the lower-case hex fields of a canonical address.
+        single: the canonical address when every field is a plain hex number
+            (nova's ``PciAddressSpec.is_single_address``), else None. When it
+            names an SR-IOV PF, nova matches the PF's VFs too
+            (``WhitelistPciAddress.match`` by the VF's parent address).
     """
 
     domain: re.Pattern[str]
     bus: re.Pattern[str]
     slot: re.Pattern[str]
     function: re.Pattern[str]
+    single: str | None = None
 
     def matches(self, address: str) -> bool:
         """True when canonical ``address`` (``dddd:bb:ss.f``) fits every field."""
@@ -88,10 +93,14 @@ class DeviceSpec:
         traits: Placement trait names.
         trusted: the ``trusted`` tag.
         remote_managed: the ``remote_managed`` tag (VFs of a SmartNIC/DPU whose
-            ports neutron manages remotely).
+            ports neutron manages remotely): such a spec matches only a device
+            with a VPD card serial number (:meth:`matches`).
         live_migratable: the ``live_migratable`` tag.
         one_time_use: the ``one_time_use`` tag (nova reserves such a device
             after its first user; needs ``[pci] report_in_placement``).
+        tagged: the ``true``/``false`` tags the spec gives at all, whatever their
+            value (nova refuses ``live_migratable`` on an old libvirt even when
+            it is "false": ``LibvirtDriver._check_pci_whitelist``).
     """
 
     text: str
@@ -106,23 +115,47 @@ class DeviceSpec:
     remote_managed: bool = False
     live_migratable: bool = False
     one_time_use: bool = False
+    tagged: frozenset[str] = frozenset()
 
-    def matches(self, fn: PciFunction, netdevs: Iterable[str] = ()) -> bool:
-        """True when ``fn`` fits every field the spec gives.
+    def matches(
+        self, fn: PciFunction, netdevs: Iterable[str] = (), card_serial: str | None = None
+    ) -> bool:
+        """True when ``fn`` fits every field the spec gives, as nova's ``PciDeviceSpec.match``.
 
         Args:
             fn: the PCI function.
             netdevs: interface names ``devname`` is compared with (a VF is
                 matched by its PF's interface, as nova does); default: the
                 function's own.
+            card_serial: the card serial number to use when ``fn`` has none in
+                its own VPD: a VF's PF's (nova/virt/libvirt/host.py
+                ``_get_vpd_details`` falls back to the parent PF's VPD).
+
+        A ``remote_managed`` spec does not match a device without a card serial
+        number (nova/pci/devspec.py ``_ensure_remote_managed_dev_vpd_serial``): the
+        network backend finds the card by it. An address naming one PF matches its
+        VFs too (:attr:`AddressPattern.single`).
         """
         if self.vendor_id is not None and fn.vendor_id != self.vendor_id:
             return False
         if self.product_id is not None and fn.product_id != self.product_id:
             return False
-        if self.address is not None and not self.address.matches(fn.address):
+        if self.address is not None and not (
+            self.address.matches(fn.address)
+            or (fn.physfn is not None and fn.physfn == self.address.single)
+        ):
+            return False
+        if self.remote_managed and not (fn.vpd_serial or card_serial):
             return False
         return self.devname is None or self.devname in (tuple(netdevs) or fn.netdevs)
+
+    def wants_serial(
+        self, fn: PciFunction, netdevs: Iterable[str] = (), card_serial: str | None = None
+    ) -> bool:
+        """True when the spec would match ``fn`` but for a missing card serial number."""
+        if not self.remote_managed or fn.vpd_serial or card_serial:
+            return False
+        return replace(self, remote_managed=False).matches(fn, netdevs)
 
 
 def _any() -> re.Pattern[str]:
@@ -163,7 +196,8 @@ def parse_address(value: object) -> AddressPattern:
             except re.error as exc:
                 reason = f"address {name} {raw!r} is not a regular expression: {exc}"
                 raise ValueError(reason) from None
-        return AddressPattern(**fields)
+        raws = {name: value.get(name, "*") for name in _FIELD_MAX}
+        return AddressPattern(**fields, single=_single(raws))  # type: ignore[arg-type]
     if not isinstance(value, str):
         raise ValueError("address must be a string or an object")
     left, dot, function = value.partition(".")
@@ -171,12 +205,26 @@ def parse_address(value: object) -> AddressPattern:
     if len(parts) > 3:
         raise ValueError(f"address {value!r} has too many ':'")
     parts = ["*"] * (3 - len(parts)) + parts
+    fields = (*parts, function if dot else "*")
     return AddressPattern(
-        domain=_hex_field("domain", parts[0]),
-        bus=_hex_field("bus", parts[1]),
-        slot=_hex_field("slot", parts[2]),
-        function=_hex_field("function", function if dot else "*"),
+        domain=_hex_field("domain", fields[0]),
+        bus=_hex_field("bus", fields[1]),
+        slot=_hex_field("slot", fields[2]),
+        function=_hex_field("function", fields[3]),
+        single=_single(dict(zip(_FIELD_MAX, fields, strict=True))),
     )
+
+
+def _single(fields: dict[str, str]) -> str | None:
+    """The canonical address when every field is plain hex (nova's ``is_single_address``)."""
+    values = {k: v.strip() for k, v in fields.items()}
+    if not all(v and all(c in "0123456789abcdefABCDEF" for c in v) for v in values.values()):
+        return None
+    numbers = {k: int(v, 16) for k, v in values.items()}
+    if any(numbers[k] > _FIELD_MAX[k] for k in numbers):
+        return None
+    n = numbers
+    return f"{n['domain']:04x}:{n['bus']:02x}:{n['slot']:02x}.{n['function']:x}"
 
 
 def _string(obj: dict[str, object], key: str) -> str | None:
@@ -233,6 +281,7 @@ def _one(obj: object, text: str) -> DeviceSpec:
         remote_managed=_bool_tag(obj, "remote_managed"),
         live_migratable=_bool_tag(obj, "live_migratable"),
         one_time_use=_bool_tag(obj, "one_time_use"),
+        tagged=frozenset(key for key in _BOOL_TAGS if key in obj),
     )
 
 
@@ -265,11 +314,18 @@ def parse_device_specs(values: Sequence[str]) -> tuple[DeviceSpec, ...]:
 
 
 def first_match(
-    specs: Sequence[DeviceSpec], fn: PciFunction, netdevs: Iterable[str] = ()
+    specs: Sequence[DeviceSpec],
+    fn: PciFunction,
+    netdevs: Iterable[str] = (),
+    card_serial: str | None = None,
 ) -> DeviceSpec | None:
-    """The first spec matching ``fn`` (see :meth:`DeviceSpec.matches`), or None."""
+    """The first spec matching ``fn`` (see :meth:`DeviceSpec.matches`), or None.
+
+    As nova's ``Whitelist.get_devspec``: a remote-managed spec that a device without
+    a card serial number does not match leaves the next specs to try.
+    """
     netdevs = tuple(netdevs)
     for spec in specs:
-        if spec.matches(fn, netdevs):
+        if spec.matches(fn, netdevs, card_serial):
             return spec
     return None

@@ -17,7 +17,6 @@ from drivers.device_views import (
     REASON_IN_USE_BY_HOST,
     REASON_MDEV_NOT_ENABLED,
     REASON_NO_SPEC,
-    REASON_NO_VFS,
     REASON_OFFERED,
     REASON_PARENT_NOT_OFFERED,
     REASON_VENDOR_VGPU_NOT_OFFERED,
@@ -30,7 +29,6 @@ from drivers.host.mdev import discover_mdevs
 from drivers.host.nvidia import read_vendor_gpus
 from drivers.host.pci import PciFunction
 from drivers.host.settings import HostSettings
-from drivers.host.sriov import pf_spec
 from drivers.host.sysfs import SysfsReader
 from drivers.host.vendor_vgpu import PATH_NONE, PATH_VGPU, VfPath
 from drivers.records import Gpu, PciDevice, SriovPF
@@ -121,24 +119,39 @@ def _virtual_function(fn: PciFunction, seen: _Offered) -> _Verdict:
     if fn.physfn in seen.pfs and seen.pfs[fn.physfn].num_vfs:
         reason = f"a VF of {fn.physfn}: counted in its SRIOV_NET_VF inventory"
         return _Verdict(True, "SRIOV_NET_VF", REASON_VF_OF_OFFERED, reason)
+    if fn.physfn in seen.whole:
+        reason = (
+            f"a VF of {fn.physfn}, which is offered whole: no [pci] device_spec matches its VFs"
+        )
+        return _Verdict(False, None, REASON_NO_SPEC, reason)
     reason = f"a VF of {fn.physfn}, which is not offered"
     return _Verdict(False, None, REASON_PARENT_NOT_OFFERED, reason)
 
 
 def _physical_function(fn: PciFunction, seen: _Offered) -> _Verdict:
-    """An SR-IOV capable PF: offered by its VFs (drivers.host.sriov), if it has any."""
+    """An SR-IOV capable PF: offered by its VFs (drivers.host.sriov), or whole when a
+    spec names the PF itself and none of its VFs (drivers.host.passthrough)."""
     if fn.address in seen.pfs and seen.pfs[fn.address].num_vfs:
         pf = seen.pfs[fn.address]
         physnet = f", physnet {pf.physnet}" if pf.physnet else ""
         reason = f"SR-IOV PF with {pf.num_vfs} of {pf.total_vfs} VFs configured{physnet}"
         return _Verdict(True, "SRIOV_NET_VF", REASON_OFFERED, reason)
-    if pf_spec(fn, seen.functions, seen.settings.specs) is not None:
+    if fn.address in seen.whole:
         reason = (
-            f"no VFs configured: sriov_numvfs is 0 (up to {fn.total_vfs}); a PF is "
-            "offered by its VFs"
+            f"[pci] device_spec matches the PF itself and none of its {len(fn.vf_addresses)} "
+            "VFs: offered whole for passthrough, as nova offers a type-PF device"
         )
-        return _Verdict(False, None, REASON_NO_VFS, reason)
-    return _Verdict(False, None, REASON_NO_SPEC, "no [pci] device_spec matches the PF or its VFs")
+        return _Verdict(True, seen.whole[fn.address].resource_class, REASON_OFFERED, reason)
+    reason = "no [pci] device_spec matches the PF or its VFs"
+    vfs = [seen.functions[a] for a in fn.vf_addresses if a in seen.functions]
+    for spec in seen.settings.specs:
+        if any(spec.wants_serial(vf, fn.netdevs, fn.vpd_serial) for vf in vfs):
+            reason += (
+                f"; {spec.text} would, but it is remote_managed and neither the VFs nor "
+                "the PF have a card serial number in their PCI VPD (nova's rule)"
+            )
+            break
+    return _Verdict(False, None, REASON_NO_SPEC, reason)
 
 
 def _whole_device(fn: PciFunction, seen: _Offered) -> _Verdict:

@@ -24,6 +24,7 @@ from drivers.host.settings import HostSettings
 from drivers.host.sriov import discover_sriov
 from drivers.host.sysfs import SysfsError, SysfsReader
 from drivers.host.vendor_vgpu import VendorPaths, vendor_paths
+from drivers.host.vpd import with_vpd_serials
 from drivers.records import HostResources
 
 
@@ -96,6 +97,8 @@ def discover_host(
     disk = discover_disk(reader, settings.instances_path, settings.shared_storage)
     numa = discover_numa(reader)
     functions = read_pci_functions(reader)
+    if any(spec.remote_managed for spec in settings.specs):
+        functions = with_vpd_serials(reader, functions, settings.specs)
     gpus = discover_mdevs(reader, settings.enabled_mdev_types)
     gpu_addresses = frozenset(g.address for g in gpus)
     for spec in settings.specs:
@@ -112,7 +115,8 @@ def discover_host(
     else:
         vendor = vendor_paths(vendor_gpus, functions, settings, maxima or no_maxima, reader.warn)
     exclude = gpu_addresses | {g.address for g in vendor_gpus}
-    sriov = discover_sriov(functions, settings.specs, exclude) + vendor.sriov_pfs
+    sriov = discover_sriov(functions, settings.specs, exclude, settings.report_in_placement)
+    sriov += vendor.sriov_pfs
     resources = HostResources(
         nodename=settings.nodename,
         vcpus=len(cpu.vcpu_ids),

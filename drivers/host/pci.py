@@ -43,6 +43,9 @@ class PciFunction:
         netdevs: network interface names (``net/*``).
         nvidia_vgpu: this VF has ``nvidia/creatable_vgpu_types`` (NVIDIA
             vGPU on SR-IOV without mdev).
+        vpd_serial: the card serial number of the function's own PCI VPD (the
+            ``SN`` keyword; libvirt's ``<capability type='vpd'>`` read-only
+            ``<serial_number>``), or None when it has none or it was not read.
     """
 
     address: str
@@ -57,6 +60,7 @@ class PciFunction:
     physfn: str | None = None
     netdevs: tuple[str, ...] = ()
     nvidia_vgpu: bool = False
+    vpd_serial: str | None = None
 
     @property
     def is_vf(self) -> bool:

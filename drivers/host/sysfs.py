@@ -133,7 +133,7 @@ class SysfsReader:
             kind = BROKEN_UNREADABLE
         self.recorder.broken[rel] = kind
 
-    def _read(self, rel: str, missing_ok: bool) -> str | None:
+    def _read_bytes(self, rel: str, missing_ok: bool) -> bytes | None:
         p = self.path(rel)
         try:
             fd = os.open(p, os.O_RDONLY)
@@ -155,16 +155,32 @@ class SysfsReader:
                 raise SysfsError(p, "missing") from None
             self._broken(rel, exc)
             raise SysfsError(p, f"unreadable ({exc.strerror or exc})") from None
-        data = b"".join(chunks)
+        return b"".join(chunks)
+
+    def _read(self, rel: str, missing_ok: bool) -> str | None:
+        data = self._read_bytes(rel, missing_ok)
+        if data is None:
+            return None
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             if self.recorder is not None:
                 self.recorder.blobs[rel] = data
-            raise SysfsError(p, "garbled (not UTF-8 text)") from None
+            raise SysfsError(self.path(rel), "garbled (not UTF-8 text)") from None
         if self.recorder is not None:
             self.recorder.files[rel] = text
         return text
+
+    def optional_bytes(self, rel: str) -> bytes | None:
+        """The bytes of a binary file that may be absent (a PCI function's ``vpd``).
+
+        Raises:
+            SysfsError: the file exists but cannot be read.
+        """
+        data = self._read_bytes(rel, missing_ok=True)
+        if data is not None and self.recorder is not None:
+            self.recorder.blobs[rel] = data
+        return data
 
     def text(self, rel: str) -> str:
         """The stripped content of a file that must exist.

@@ -27,8 +27,9 @@ The host ``<cpu>`` lists only the features beyond its named model; the full
 set comes from ``virConnectBaselineCPU`` with
 ``VIR_CONNECT_BASELINE_CPU_EXPAND_FEATURES`` (what nova does), and is mapped
 to ``HW_CPU_X86_*`` traits by the host driver's mapping
-(:func:`drivers.host.cpu.cpu_flag_traits`) once libvirt's feature names are
-turned into the kernel's.
+(:func:`drivers.host.cpu.cpu_flag_traits`, nova's own map for the traits nova
+decides) once libvirt's feature names are turned into the kernel's
+(:func:`drivers.host.nova_cpu_map.kernel_flag`).
 """
 
 from __future__ import annotations
@@ -39,16 +40,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from drivers.host.cpu import cpu_flag_traits
+from drivers.host.nova_cpu_map import kernel_flag
 from drivers.libvirt.xmlutil import LibvirtXMLError, parse_xml, to_int
 
 _WHAT = "host capabilities"
-
-# libvirt's cpu_map names that differ from the kernel's /proc/cpuinfo flags
-# beyond '.'/'-' -> '_' (libvirt src/cpu_map/x86_features.xml).
-_LIBVIRT_TO_KERNEL = {
-    "pclmuldq": "pclmulqdq",
-    "tsc-deadline": "tsc_deadline_timer",
-}
 
 # libvirt's <vendor> -> /proc/cpuinfo vendor_id, for the vendor-prefixed traits.
 _VENDOR_IDS = {"Intel": "GenuineIntel", "AMD": "AuthenticAMD"}
@@ -225,11 +220,6 @@ def parse_capabilities(text: str) -> HostCapabilities:
         cpu_xml,
         tuple(warnings),
     )
-
-
-def kernel_flag(name: str) -> str:
-    """A libvirt CPU feature name as the kernel's /proc/cpuinfo flag (``sse4.2`` -> ``sse4_2``)."""
-    return _LIBVIRT_TO_KERNEL.get(name, name.replace(".", "_").replace("-", "_"))
 
 
 def expanded_features(baseline_xml: str) -> frozenset[str]:

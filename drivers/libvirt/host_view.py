@@ -46,10 +46,11 @@ from drivers.libvirt.nodedev import (
     parse_node_device,
 )
 from drivers.libvirt.options import GROUP
+from drivers.libvirt.pci_versions import check_live_migratable, live_migratable_specs
 from drivers.libvirt.reader import CapabilityTraits
 from drivers.libvirt.tdx import TdxSettings, host_tdx
 from drivers.libvirt.xmlutil import LibvirtXMLError
-from drivers.records import Gpu, HostResources, MemEncryption, NumaCell, cells_mib
+from drivers.records import Gpu, HostResources, MemEncryption, NumaCell, SriovPF, cells_mib
 
 # Only these kinds matter to Placement; listing them alone spares an XMLDesc
 # call per USB port, SCSI target and block device.
@@ -223,6 +224,25 @@ class HostView:
             self._warn(line)
         return models
 
+    def _sriov_pfs(self, devices: HostDevices, gpus: frozenset[str]) -> tuple[SriovPF, ...]:
+        """The SR-IOV PFs whose VFs are offered (:func:`drivers.host.sriov.discover_sriov`)."""
+        settings = self.settings
+        return discover_sriov(devices.functions, settings.specs, gpus, settings.report_in_placement)
+
+    def _check_versions(self, conn: libvirt.virConnect) -> None:
+        """Refuse ``live_migratable`` on a libvirt or QEMU too old for it, as nova does.
+
+        Raises:
+            ConfigError: :func:`drivers.libvirt.pci_versions.check_live_migratable`.
+        """
+        if live_migratable_specs(self.settings.specs):
+            check_live_migratable(
+                self.settings.specs,
+                int(self.connection.call("virConnectGetLibVersion", conn.getLibVersion)),
+                int(self.connection.call("virConnectGetVersion", conn.getVersion)),
+                str(self.connection.call("virConnectGetType", conn.getType)),
+            )
+
     def discover(self) -> LibvirtHost:
         """Read the host now (kept as :attr:`last`).
 
@@ -231,10 +251,13 @@ class HostView:
             LibvirtCallError: a host-wide call failed (capabilities, node info,
                 device listing).
             ConfigError: the CPU sets name CPUs the host does not have online,
-                or ``[libvirt] pmem_namespaces`` names a namespace the host
-                does not have in device-DAX mode.
+                ``[libvirt] pmem_namespaces`` names a namespace the host
+                does not have in device-DAX mode, or a ``[pci] device_spec``
+                tags ``live_migratable`` with a libvirt or QEMU too old for it
+                (:mod:`drivers.libvirt.pci_versions`).
         """
         conn = self.connection.get()
+        self._check_versions(conn)
         caps = self._capabilities(conn)
         # [model, memory MiB, active CPUs, MHz, nodes, sockets, cores, threads]
         info = self.connection.call("virNodeGetInfo", conn.getInfo)
@@ -265,7 +288,7 @@ class HostView:
             traits=traits,
             numa_cells=_numa_cells(caps, vcpu_ids, pcpu_ids),
             pci_devices=discover_passthrough(devices.functions, self.settings.specs, gpu_addresses),
-            sriov_pfs=discover_sriov(devices.functions, self.settings.specs, gpu_addresses),
+            sriov_pfs=self._sriov_pfs(devices, gpu_addresses),
             gpus=gpus,
             pmem_namespaces=pmem,
             image_cache_gb=(

@@ -139,11 +139,15 @@ def _pci(name: str, cap: ET.Element, root: ET.Element, what: str) -> PciNodeDevi
     numa = cap.find("numa")
     numa_node = to_int(numa.get("node"), what, "numa node") if numa is not None else None
     group = cap.find("iommuGroup")
-    total_vfs, vfs, physfn = 0, (), None
+    total_vfs, vfs, physfn, serial = 0, (), None, None
     types: dict[str, MdevType] = {}
     for sub in cap.findall("capability"):
         kind = sub.get("type")
-        if kind == "virt_functions":
+        if kind == "vpd":
+            # nova's LibvirtConfigNodeDeviceVpdCap.card_serial_number: the read-only
+            # fields' <serial_number> (the VPD-R "SN" keyword).
+            serial = (sub.findtext("fields[@access='readonly']/serial_number") or "").strip()
+        elif kind == "virt_functions":
             vfs = tuple(_address(a, what) for a in sub.findall("address"))
             total_vfs = to_int(sub.get("maxCount", str(len(vfs))), what, "maxCount")
         elif kind == "phys_function":
@@ -177,6 +181,7 @@ def _pci(name: str, cap: ET.Element, root: ET.Element, what: str) -> PciNodeDevi
         total_vfs=0 if physfn else total_vfs,
         vf_addresses=vfs,
         physfn=physfn,
+        vpd_serial=serial or None,
     )
     return PciNodeDevice(name, function, types)
 

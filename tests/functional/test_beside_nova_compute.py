@@ -350,18 +350,22 @@ def test_vgpu_host(tmp_path, placement, nova):
     _beside(tmp_path, nova, placement.url, "vgpu", agent_first=False, children=gpus)
 
 
-def test_pci_in_placement_host(tmp_path, placement, nova):
-    """A PF, its VFs and whole devices in Placement (``[pci] report_in_placement``)."""
-    _beside(tmp_path, nova, placement.url, "pci", agent_first=True)
+@pytest.mark.parametrize("host", ["pci", "pf-whole"])
+def test_pci_in_placement_host(tmp_path, placement, nova, host):
+    """A PF's VFs and whole devices in Placement (``[pci] report_in_placement``), and a PF
+    a device_spec names itself: one whole device (``pf-whole``)."""
+    _beside(tmp_path, nova, placement.url, host, agent_first=True)
 
 
-@pytest.mark.parametrize("host", ["remote-managed", "remote-managed-no-vpd"])
+@pytest.mark.parametrize("host", ["bluefield-vpd", "bluefield-no-vpd", "remote-managed"])
 def test_remote_managed_vfs(tmp_path, placement, nova, host):
-    """A BlueField-2's remote-managed VFs (neutron's ports, not PCI providers), the card's
-    VPD serial number on them or not: nova offers them, and ``COMPUTE_REMOTE_MANAGED_PORTS``,
-    only with one (nova/pci/devspec.py). ``[pci] report_in_placement`` stays off, as in
-    nova's ``RemoteManagedServersTest``: nova 34 refuses to start with it when a device_spec
-    names both a PF and its VFs (``PlacementPciDependentDeviceException``)."""
+    """Remote-managed VFs (neutron's ports), offered by nova, with
+    ``COMPUTE_REMOTE_MANAGED_PORTS``, only with a VPD card serial number, the VF's own or
+    its PF's (nova/pci/devspec.py, nova/virt/libvirt/host.py). A BlueField-2 with the serial
+    on each or on none, ``[pci] report_in_placement`` off as in nova's
+    ``RemoteManagedServersTest`` (nova 34 refuses to start with it when a device_spec names
+    both a PF and its VFs: ``PlacementPciDependentDeviceException``); and two cards in
+    Placement, the serial on one PF only (``remote-managed``)."""
     _beside(tmp_path, nova, placement.url, host, agent_first=True)
 
 

@@ -14,6 +14,7 @@ from typing import ClassVar
 import pytest
 import requests
 
+from agent.conf import config as agent_config
 from agent.model.exceptions import CapacityExceeded
 from agent.placement.report import ReportClient
 from agent.shape.layout import OWNER_TRAIT
@@ -486,3 +487,40 @@ def test_one_listing_and_one_discovery_per_node_per_cycle(tmp_path, embedded):
         "list_instances": sorted(s.nodenames),
         "get_host_resources": sorted(s.nodenames),
     }
+
+
+def test_a_resource_class_named_like_the_mdev_types_trait_creates_both(tmp_path, embedded):
+    """``[mdev_nvidia-N] mdev_class = CUSTOM_NVIDIA_N`` beside the type's trait (issue 32, 4).
+
+    The class and the trait share a name; Placement keeps them apart, so the agent must
+    create both (on the old code the class's ``PUT /resource_classes`` counted for the trait
+    too: ``PUT .../traits`` answered 400 "No such trait" every cycle). The type's number is
+    the test's own: the session's Placement must not hold the trait already.
+    """
+    s = Setup(tmp_path, embedded, numa={"model_in_placement": False})
+    type_id = f"nvidia-{uuidlib.uuid4().int % 10**12}"
+    name = "CUSTOM_" + type_id.upper().replace("-", "_")
+    gpu = s.host.node()["gpus"][0]
+    for item in (*gpu["mdev_types"], *gpu["mdevs"]):
+        key = "id" if "id" in item else "type"
+        item[key] = type_id if item[key] == "nvidia-35" else item[key]
+    s.host.write(s.host_path)
+    conf_file = tmp_path / "agent.conf"
+    conf_file.write_text(
+        f"[DEFAULT]\nstate_path = {tmp_path / 'state'}\n"
+        f"[devices]\nenabled_mdev_types = {type_id}\n"
+        f"[mdev_{type_id}]\ndevice_addresses = {gpu['address']}\nmdev_class = {name}\n"
+    )
+    conf = agent_config.load([str(conf_file)])
+    s.driver = FakeDriver(conf, s.host_path)
+    s.tracker = ResourceTracker(conf, s.driver, s.report, s.state, clock=lambda: s.now)
+    for startup in (True, False):
+        outcome = s.cycle(startup=startup)
+        assert outcome.ok, outcome.summary()
+    gpu_name = f"{s.nodename}_pci_0000_5e_00_0"
+    rp = s.uuid(gpu_name)
+    traits = http_get(s.base, f"/resource_providers/{rp}/traits")["traits"]
+    inventories = http_get(s.base, f"/resource_providers/{rp}/inventories")["inventories"]
+    assert name in traits
+    assert set(inventories) == {name}
+    assert s.held(s.inst(1))[gpu_name] == {name: 1}

@@ -23,11 +23,20 @@ of nova's driver, nova's global ``CONF``), so it never runs inside pytest's proc
   ``host.xml`` (``getInfo`` as the test driver's ``<cpu>`` and ``<memory>``, each
   ``listAllDevices`` node device's ``XMLDesc``), each file naming its source.
 
-The hosts (:data:`SCENARIOS`; :data:`HOSTS` adds two): :data:`HOST` (nova's
-``HostInfo``: two NUMA cells, two cores of two threads each; its memory, 16780000,
-is what nova reads as MiB from ``getInfo``) with, in ``vgpu``, two mdev-capable GPUs and ``[devices]
-enabled_mdev_types = nvidia-11``; in ``pci``, two whole PCI devices and a PF with two VFs,
+The hosts (:data:`SCENARIOS`; :data:`HOSTS` adds more for tests/helpers/nova_compute.py):
+:data:`HOST` (nova's ``HostInfo``: two NUMA cells, two cores of two threads each; its
+memory, 16780000, is what nova reads as MiB from ``getInfo``) with, in ``vgpu``, two
+mdev-capable GPUs and ``[devices] enabled_mdev_types = nvidia-11``; in ``pci``, two whole PCI devices and a PF with two VFs,
 ``[pci] device_spec`` offering the devices and the VFs, ``report_in_placement = true``;
+in ``pf-whole``, a PF with two VFs and a spec naming the PF's own ids (nova: one whole
+type-PF device), with a resource class and traits written in lower case; in
+``remote-managed``, two cards as nova's RemoteManagedServersTest adds them, VFs tagged
+``remote_managed``, one PF with a VPD serial number (its VFs offered by nova's fallback
+to the PF's VPD), one without (its VFs dropped); in ``live-migratable``,
+the ``pci`` host with a ``live_migratable`` tag ("false") on this libvirt, older than 10.0.0
+(``report`` prints ``{"refused": why}`` when nova's ``init_host`` refuses);
+in ``provider-config``, the ``vgpu`` host with a provider config file (nova's
+``_merge_provider_configs`` runs after the PCI step, as in ``_update_to_placement``);
 in ``tdx``, the ``vgpu`` host offering Intel TDX: fakelibvirt's domain capabilities with
 ``<tdx supported='yes'/>`` (its ``_domain_capability_features_with_TDX``), ``[libvirt]
 cpu_mode = host-passthrough`` and ``num_intel_tdx_guests = 16``, and no misc cgroup
@@ -74,7 +83,10 @@ class Scenario:
         vtpm: fakelibvirt's domain capabilities offer a TPM (``_domain_capability_tpm_supported``)
             and nova's ``_check_vtpm_support`` (swtpm binaries, the tss user) is patched
             out, as nova's ``VTPMServersTest`` does.
-        devices: more PCI devices, ``HostPCIDevicesInfo.add_device`` arguments each.
+        devices: more PCI devices, as ``HostPCIDevicesInfo.add_device`` arguments.
+        provider_config: a provider config file (nova's schema 1.0), written to
+            :func:`provider_config_dir` and read by both sides (``[compute]
+            provider_config_location``).
     """
 
     fixture: str
@@ -84,7 +96,57 @@ class Scenario:
     sev: bool = False
     vtpm: bool = False
     devices: tuple[dict[str, Any], ...] = ()
+    provider_config: str = ""
 
+
+PROVIDER_CONFIG = """\
+meta:
+  schema_version: '1.0'
+providers:
+  - identification:
+      uuid: $COMPUTE_NODE
+    inventories:
+      additional:
+        - CUSTOM_LICENSE_WINDOWS:
+            total: 8
+            reserved: 1
+            max_unit: 4
+    traits:
+      additional:
+        - CUSTOM_SITE_PARIS
+  - identification:
+      name: compute1_pci_0000_81_01_0
+    traits:
+      additional:
+        - CUSTOM_GOLD_GPU
+"""
+"""Inventory and a trait on the compute node, a trait on one GPU by its name."""
+
+
+def _card(bus: int, pf: str, vf: str, serial: str | None) -> tuple[dict[str, Any], ...]:
+    """A PF at ``bus`` and its 4 VFs, as nova's RemoteManagedServersTest adds them
+    (nova/tests/functional/libvirt/test_pci_sriov_servers.py); the PF's VPD has
+    ``serial`` (none when None), the VFs have no VPD of their own."""
+    common = {"vend_id": "15b3", "vend_name": "Mellanox Technologies", "numa_node": 0}
+    vpd = {"name": "BlueField", "readonly": {"serial_number": serial}} if serial else None
+    first = {"dev_type": "PF", "bus": bus, "slot": 0, "function": 0, "iommu_group": bus}
+    out = [{**first, **common, "vf_ratio": 4, "prod_id": pf, "vpd_fields": vpd}]
+    for idx in range(4):
+        out.append(
+            {
+                **common,
+                **{"dev_type": "VF", "bus": bus, "slot": 0, "function": idx + 1},
+                **{"iommu_group": bus + idx + 1, "vf_ratio": 4, "parent": (bus, 0, 0)},
+                "prod_id": vf,
+            }
+        )
+    return tuple(out)
+
+
+REMOTE_MANAGED_CARDS = (
+    *_card(0x81, "a2dc", "1021", "MT0000X00001"),  # the PF's VPD serves its VFs (nova's fallback)
+    *_card(0x82, "a2d6", "101e", None),  # no serial anywhere: nova drops the VFs
+)
 
 SCENARIOS = {
     "vgpu": Scenario(
@@ -104,6 +166,61 @@ SCENARIOS = {
                 "report_in_placement": True,
             }
         },
+    ),
+    "pf-whole": Scenario(
+        "nova-fakelibvirt-pf-whole",
+        {"num_pci": 0, "num_pfs": 1, "num_vfs": 2},
+        {
+            "pci": {
+                # The PF's own ids (fakelibvirt's PF_PROD_ID), not its VFs' (1515); names
+                # nova normalises its own way (pci_placement_translator._normalize_*).
+                "device_spec": [
+                    json.dumps(
+                        {
+                            "vendor_id": "8086",
+                            "product_id": "1528",
+                            "resource_class": "pci_device",
+                            "traits": "gold,custom_silver,HW_NIC_SRIOV,hw_nic_sriov_trusted",
+                        }
+                    )
+                ],
+                "report_in_placement": True,
+            }
+        },
+    ),
+    "remote-managed": Scenario(
+        "nova-fakelibvirt-remote-managed",
+        {"num_pci": 0, "num_pfs": 0, "num_vfs": 0},
+        {
+            "pci": {
+                "device_spec": [
+                    json.dumps({"vendor_id": "15b3", "product_id": p, "remote_managed": "true"})
+                    for p in ("1021", "101e")
+                ],
+                "report_in_placement": True,
+            }
+        },
+        devices=(*REMOTE_MANAGED_CARDS,),
+    ),
+    "live-migratable": Scenario(
+        "nova-fakelibvirt-pci",
+        {"num_pci": 2, "num_pfs": 1, "num_vfs": 2},
+        {
+            "pci": {
+                "device_spec": [
+                    json.dumps(
+                        {"vendor_id": "8086", "product_id": "1533", "live_migratable": "false"}
+                    )
+                ],
+                "report_in_placement": True,
+            }
+        },
+    ),
+    "provider-config": Scenario(
+        "nova-fakelibvirt",
+        {"num_pci": 0, "num_pfs": 0, "num_vfs": 0, "num_mdevcap": 2},
+        {"devices": {"enabled_mdev_types": ["nvidia-11"]}},
+        provider_config=PROVIDER_CONFIG,
     ),
     "tdx": Scenario(
         "nova-fakelibvirt-tdx",
@@ -166,14 +283,14 @@ REMOTE_MANAGED_SPEC = {
 
 HOSTS = {
     **SCENARIOS,
-    "remote-managed": Scenario(
-        "nova-fakelibvirt-remote-managed",
+    "bluefield-vpd": Scenario(
+        "nova-fakelibvirt-bluefield-vpd",
         {"num_pci": 0, "num_pfs": 0, "num_vfs": 0, "num_mdevcap": 0},
         REMOTE_MANAGED_SPEC,
         devices=_remote_managed(vpd=True),
     ),
-    "remote-managed-no-vpd": Scenario(
-        "nova-fakelibvirt-remote-managed-no-vpd",
+    "bluefield-no-vpd": Scenario(
+        "nova-fakelibvirt-bluefield-no-vpd",
         {"num_pci": 0, "num_pfs": 0, "num_vfs": 0, "num_mdevcap": 0},
         REMOTE_MANAGED_SPEC,
         devices=_remote_managed(vpd=False),
@@ -199,8 +316,24 @@ HOSTS = {
 """Every host: :data:`SCENARIOS` (the hosts the parity test compares, each with children)
 ``plain``, a compute node alone, and the plain host offering AMD SEV (``sev``) or a
 vTPM (``vtpm``, ``[libvirt] swtpm_enabled``), and a BlueField-2 with remote-managed VFs,
-its VPD card serial on each or on none (``remote-managed``, ``remote-managed-no-vpd``)
+its VPD card serial on each or on none (``bluefield-vpd``, ``bluefield-no-vpd``;
+``[pci] report_in_placement`` off, as in nova's own test)
 (tests/helpers/nova_compute.py)."""
+
+
+def provider_config_dir(instances_path: str | Path) -> Path:
+    """Where a scenario's provider config file goes: beside the instances path."""
+    return Path(instances_path).parent / "provider_config"
+
+
+def write_provider_config(scenario: Scenario, instances_path: str | Path) -> None:
+    """Write ``scenario``'s provider config file, when it has one and it is not there yet."""
+    if scenario.provider_config:
+        path = provider_config_dir(instances_path) / "site.yaml"
+        if path.exists() and path.read_text() == scenario.provider_config:
+            return  # written already (by the test, before both sides read it)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(scenario.provider_config)
 
 
 def _fakelibvirt() -> Any:
@@ -264,6 +397,10 @@ def nova_driver(
     if not conf._args:  # parsed once per process; a restart keeps nova's options
         conf([], project="nova", default_config_files=[])
     conf.set_override("instances_path", instances_path)
+    write_provider_config(scenario, instances_path)
+    conf.set_override(
+        "provider_config_location", str(provider_config_dir(instances_path)), group="compute"
+    )
     for group, values in [*scenario.options.items(), *(options or {}).items()]:
         for name, value in values.items():
             conf.set_override(name, value, group=None if group == "DEFAULT" else group)
@@ -301,22 +438,34 @@ def nova_driver(
 def _nova_tree(
     scenario: Scenario, instances_path: str, libvirt_version: int
 ) -> dict[str, dict[str, Any]]:
+    """The tree nova's driver and tracker write, or ``{"refused": why}`` when nova-compute
+    refuses to start on this host and configuration (``init_host``)."""
     from nova import conf as nova_conf
-    from nova.compute import provider_tree, resource_tracker
+    from nova import exception
+    from nova.compute import (
+        pci_placement_translator,
+        provider_config,
+        provider_tree,
+        resource_tracker,
+    )
 
+    conf = nova_conf.CONF
     with nova_driver(scenario, instances_path, libvirt_version) as driver:
-        driver.init_host(NODENAME)
+        try:
+            driver.init_host(NODENAME)
+        except exception.InvalidConfiguration as exc:
+            return {"refused": str(exc)}
         tree = provider_tree.ProviderTree()
         tree.new_root(NODENAME, "00000000-0000-0000-0000-0000000000c1")
         driver.update_provider_tree(tree, NODENAME)
         # The resource tracker's part (_update_to_placement -> _get_traits): capability
         # traits, COMPUTE_NODE, OWNER_NOVA. Its two other reads: the PCI tracker's pools
-        # (no device_spec here, so no remote-managed pool: nova's own method is run on
-        # such a tracker) and the service record (enabled: nothing to add).
-        pools = types.SimpleNamespace(has_remote_managed_device_pools=lambda: False)
+        # (has_remote_managed_device_pools, on nova's own PciDevTracker fed by the
+        # driver) and the service record (enabled: nothing to add).
+        pci_tracker = _nova_pci_tracker(driver)
         rt = types.SimpleNamespace(
             driver=driver,
-            pci_tracker=types.SimpleNamespace(pci_stats=pools),
+            pci_tracker=pci_tracker,
             _sync_compute_service_disabled_trait=lambda _context, _traits: None,
         )
         rt._should_expose_remote_managed_ports_trait = types.MethodType(
@@ -324,8 +473,17 @@ def _nova_tree(
         )
         traits = resource_tracker.ResourceTracker._get_traits(rt, None, NODENAME, tree)
         tree.update_traits(NODENAME, traits)
-        if nova_conf.CONF.pci.report_in_placement:
-            _nova_pci_providers(tree, driver)
+        if conf.pci.report_in_placement:
+            pci_placement_translator.update_provider_tree_for_pci(
+                tree, NODENAME, pci_tracker, {}, []
+            )
+        # Then the provider config files (_update_to_placement -> _merge_provider_configs).
+        rt.absent_providers = set()
+        for name in ("_get_providers_to_update", "_merge_provider_configs"):
+            method = getattr(resource_tracker.ResourceTracker, name)
+            setattr(rt, name, types.MethodType(method, rt))
+        configs = provider_config.get_provider_configs(conf.compute.provider_config_location)
+        rt._merge_provider_configs(configs, tree)
     out = {}
     for uuid in tree.get_provider_uuids():
         data = tree.data(uuid)
@@ -333,12 +491,11 @@ def _nova_tree(
     return out
 
 
-def _nova_pci_providers(tree: Any, driver: Any) -> None:
-    """nova's resource tracker's PCI-in-placement step on the driver's devices (no
-    instances: no allocations). ``PciDevTracker`` reads the compute node's devices from
-    the cell database: none yet, as on a new compute node."""
+def _nova_pci_tracker(driver: Any) -> Any:
+    """nova's ``PciDevTracker`` fed with the driver's PCI devices, as the resource tracker
+    feeds it (``_setup_pci_tracker``; no instances, so no allocations). It reads the
+    compute node's devices from the cell database: none yet, as on a new compute node."""
     from nova import context, objects
-    from nova.compute import pci_placement_translator
     from nova.pci import manager as pci_manager
 
     node = objects.ComputeNode(id=1, numa_topology=None)
@@ -346,7 +503,7 @@ def _nova_pci_providers(tree: Any, driver: Any) -> None:
     with mock.patch.object(objects.PciDeviceList, "get_by_compute_node", return_value=empty):
         tracker = pci_manager.PciDevTracker(context.get_admin_context(), node)
     tracker.update_devices_from_hypervisor_resources(driver._get_pci_passthrough_devices())
-    pci_placement_translator.update_provider_tree_for_pci(tree, NODENAME, tracker, {}, [])
+    return tracker
 
 
 def _fixture(name: str, directory: Path) -> None:
@@ -367,7 +524,12 @@ def _fixture(name: str, directory: Path) -> None:
         mounts = directory / "sysfs" / "proc" / "self" / "mounts"
         mounts.parent.mkdir(parents=True, exist_ok=True)
         mounts.write_text("overlay / overlay rw,relatime 0 0\nproc /proc proc rw 0 0\n")
-    note = f"<!-- Served by {SOURCE}: host {HOST}, PCI devices {scenario.pci}{tdx}. Regenerate\n"
+    more = (
+        f" and {len(scenario.devices)} added (the scenario's devices)" if scenario.devices else ""
+    )
+    note = (
+        f"<!-- Served by {SOURCE}: host {HOST}, PCI devices {scenario.pci}{more}{tdx}. Regenerate\n"
+    )
     note += f"     with python -m tests.helpers.nova_libvirt fixture {name} <this directory>. -->\n"
     caps = conn.getCapabilities()
     (directory / "capabilities.xml").write_text(note + caps.strip() + "\n")

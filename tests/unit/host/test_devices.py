@@ -19,7 +19,6 @@ from drivers.device_views import (
     REASON_IN_USE_BY_HOST,
     REASON_MDEV_NOT_ENABLED,
     REASON_NO_SPEC,
-    REASON_NO_VFS,
     REASON_OFFERED,
     REASON_PARENT_NOT_OFFERED,
     REASON_VF_OF_OFFERED,
@@ -67,6 +66,20 @@ def test_every_function_is_shown_and_agrees_with_what_is_offered():
     assert shown == offered_pfs
 
 
+def test_a_pf_named_itself_is_offered_whole_and_its_vfs_are_not():
+    """A spec with the PF's own ids (8086:1572) matches none of its VFs (8086:154c): nova's
+    type-PF device, one whole device; the VFs are not offered."""
+    by_address, discovery = views(
+        SYSFS / "sriov-nic", ('{"vendor_id": "8086", "product_id": "1572"}',)
+    )
+    pf = by_address["0000:3b:00.0"]
+    assert pf.offered and pf.offered_as is None and pf.reason_kind == REASON_OFFERED
+    assert {d.address for d in discovery.resources.pci_devices} == {"0000:3b:00.0", "0000:3b:00.1"}
+    assert not discovery.resources.sriov_pfs
+    vf = by_address["0000:3b:02.0"]
+    assert not vf.offered and "offered whole" in vf.reason
+
+
 def test_no_device_spec_match_and_vfs_of_a_pf_not_offered():
     by_address, _ = views(SYSFS / "sriov-nic")
     pf = by_address["0000:3b:00.0"]
@@ -78,7 +91,9 @@ def test_no_device_spec_match_and_vfs_of_a_pf_not_offered():
     assert whole["0000:5e:00.0"].offered and whole["0000:5e:00.0"].reason_kind == REASON_OFFERED
 
 
-def test_a_matched_pf_without_vfs_says_so(tmp_path):
+def test_a_matched_pf_without_vfs_is_offered_whole(tmp_path):
+    """nova's libvirt driver reports an SR-IOV capable PF as a type-PF device whatever
+    its VF count (host.py ``_get_device_type``): a spec naming it offers it whole."""
     root = tmp_path / "sysfs"
     shutil.copytree(SYSFS / "sriov-nic", root, symlinks=True)
     pf_dir = root / "sys/bus/pci/devices/0000:3b:00.1"
@@ -92,8 +107,8 @@ def test_a_matched_pf_without_vfs_says_so(tmp_path):
     (pf_dir / "sriov_numvfs").write_text("0\n")
     by_address, _ = views(root, ('{"vendor_id": "8086", "product_id": "1572"}',))
     pf = by_address["0000:3b:00.1"]
-    assert not pf.offered and pf.reason_kind == REASON_NO_VFS
-    assert "sriov_numvfs is 0 (up to 64)" in pf.reason
+    assert pf.offered and pf.reason_kind == REASON_OFFERED
+    assert "matches the PF itself and none of its 0 VFs" in pf.reason
     assert by_address["0000:3b:00.0"].offered  # its sibling still has VFs
 
 

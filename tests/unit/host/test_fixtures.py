@@ -31,7 +31,6 @@ def test_two_socket_flat(conf_for, tmp_path):
     assert "HW_CPU_HYPERTHREADING" in root["traits"]
     assert {
         "HW_CPU_X86_AVX512F",
-        "HW_CPU_X86_SSE3",
         "HW_CPU_X86_CLMUL",
         "HW_CPU_X86_FMA3",
         "HW_CPU_X86_AESNI",
@@ -42,6 +41,8 @@ def test_two_socket_flat(conf_for, tmp_path):
         "HW_CPU_X86_BMI",
     } <= root["traits"]
     assert "HW_CPU_X86_SVM" not in root["traits"]
+    # pni is SSE3, but nova's map looks for "sse3" and clears the trait (issue 32).
+    assert "HW_CPU_X86_SSE3" not in root["traits"]
     for addr in ("0000_5e_00_0", "0000_d8_00_0"):
         dev = tree[f"cn1_pci_{addr}"]
         assert dev == {
