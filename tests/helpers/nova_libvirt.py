@@ -26,7 +26,8 @@ of nova's driver, nova's global ``CONF``), so it never runs inside pytest's proc
 The hosts (:data:`SCENARIOS`; :data:`HOSTS` adds more for tests/helpers/nova_compute.py):
 :data:`HOST` (nova's ``HostInfo``: two NUMA cells, two cores of two threads each; its
 memory, 16780000, is what nova reads as MiB from ``getInfo``) with, in ``vgpu``, two
-mdev-capable GPUs and ``[devices] enabled_mdev_types = nvidia-11``; in ``pci``, two whole PCI devices and a PF with two VFs,
+mdev-capable GPUs and ``[devices] enabled_mdev_types = nvidia-11``; in ``pci``, two whole
+PCI devices and a PF with two VFs,
 ``[pci] device_spec`` offering the devices and the VFs, ``report_in_placement = true``;
 in ``pf-whole``, a PF with two VFs and a spec naming the PF's own ids (nova: one whole
 type-PF device), with a resource class and traits written in lower case; in
