@@ -219,6 +219,9 @@ def _beside(
         changed = _changed(before, claim)
         assert writes(claim["requests"]) == [], (writes(claim["requests"]), changed)
         assert agent_writes == 0
+        # Quiet because the two agree, not because the agent gave way: no field yielded.
+        yielded = agent.report.writer.ledgers.of(NODENAME).yields()
+        assert yielded == [], [y.describe() for y in yielded]
         assert _roots(url) == [(NODENAME, compute_id)]
     finally:
         nova.call("close")

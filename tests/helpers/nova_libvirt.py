@@ -348,6 +348,25 @@ def _fakelibvirt() -> Any:
     return fakelibvirt
 
 
+def _real_baseline_cpu(_conn: Any, cpus: list[str], flags: int = 0) -> str:
+    """libvirt's own ``baselineCPU`` (its test driver), for nova's fakelibvirt connection.
+
+    fakelibvirt's ``baselineCPU`` answers one fixed document (Penryn's explicit features
+    plus ``aes``) whatever it is asked, and nova's ``Host.get_capabilities`` expands the
+    host CPU through it (``VIR_CONNECT_BASELINE_CPU_EXPAND_FEATURES``), so nova's CPU
+    feature traits would be those of no real host. Answered by real libvirt, nova expands
+    the host CPU exactly as the agent's libvirt driver does (same call, same libvirt): what
+    the two do on a real host. The flag values are libvirt's in both (1: expand features).
+    """
+    import libvirt
+
+    conn = libvirt.open("test:///default")
+    try:
+        return conn.baselineCPU(cpus, flags)
+    finally:
+        conn.close()
+
+
 def _connection(fakelibvirt: Any, scenario: Scenario, libvirt_version: int | None = None) -> Any:
     if scenario.tdx:
         # Class-wide: nova's driver may open more connections; its own TDX test patches so.
@@ -421,6 +440,7 @@ def nova_driver(
             mock.patch("nova.virt.libvirt.utils.get_fs_info", real_fs_info),
             mock.patch("nova.virt.libvirt.host.Host.get_connection", return_value=conn),
             mock.patch("nova.virt.libvirt.host.MISC_CONTROL_GROUP_CAPACITY_FILE", no_cgroup),
+            mock.patch.object(type(conn), "baselineCPU", _real_baseline_cpu),
             mock.patch.object(
                 libvirt_driver.LibvirtDriver,
                 "_check_vtpm_support",
