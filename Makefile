@@ -74,7 +74,10 @@ test: install
 	$(BIN)/ruff format --check .
 	# The layers of docs/architecture.md (contracts in pyproject.toml).
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q
+	# On every core (pytest-xdist), four workers at most: each is a process with its own
+	# in-process Placement and nova; --dist loadgroup keeps an xdist_group's tests on one
+	# worker (those on the session's MariaDB server, tests/helpers/mariadb.py).
+	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist loadgroup
 
 lint: install
 	$(BIN)/ruff check .

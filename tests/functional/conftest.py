@@ -6,6 +6,13 @@ one is shared by the session (Placement's database engine is global to a
 process), so tests there use their own nodenames; the served one is a
 subprocess per test (``compute-agent placement-serve``) that can be stopped
 and started again on the same port and database.
+
+Under pytest-xdist (``make test`` runs ``pytest -n auto --dist loadgroup``) each
+worker is a process of its own, so each has its own session: its own in-process
+Placement and temporary directories, and servers on ports the kernel picked
+(tests/helpers/net.py). The tests that use the session's MariaDB server are one
+xdist group (:func:`pytest_collection_modifyitems`): one worker runs them all, so
+the suite starts one server, not one per worker.
 """
 
 from __future__ import annotations
@@ -14,8 +21,16 @@ import pytest
 
 from agent.placement.embedded import EmbeddedPlacement
 from tests.helpers.keystone_server import Keystone
-from tests.helpers.mariadb import MariaDB
+from tests.helpers.mariadb import MARIADB_GROUP, MariaDB
 from tests.helpers.served import ServedPlacement
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put every test that uses the ``mariadb`` fixture (directly or through
+    ``served_mariadb``) into :data:`MARIADB_GROUP`; without ``-n`` the mark does nothing."""
+    for item in items:
+        if "mariadb" in getattr(item, "fixturenames", ()):
+            item.add_marker(MARIADB_GROUP)
 
 
 @pytest.fixture(scope="session")

@@ -16,8 +16,6 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from tests.helpers.net import free_port
-
 
 def keystone(mode: str) -> ThreadingHTTPServer:
     """A keystone stand-in: ``mode`` ``401`` refuses the credentials, ``catalog`` has none."""
@@ -69,7 +67,8 @@ def keystone(mode: str) -> ThreadingHTTPServer:
             else:
                 self.reply(200, {"resource_providers": []})
 
-    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+    # Port 0: the kernel picks a free one while binding (no window for another test to take it).
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.tokens = []  # type: ignore[attr-defined]
     server.revoked = set()  # type: ignore[attr-defined]
     server.seen = []  # type: ignore[attr-defined]

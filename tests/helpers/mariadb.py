@@ -21,6 +21,13 @@ import pytest
 
 from tests.helpers.net import free_port, terminate
 
+MARIADB_GROUP = pytest.mark.xdist_group("mariadb")
+"""The xdist group of the tests on the session's MariaDB server (``make test`` runs
+``pytest -n auto --dist loadgroup``): one worker runs them all and starts one server,
+where each worker would start its own. tests/functional/conftest.py puts each test that
+uses the ``mariadb`` fixture in it; a test that asks for the server at run time
+(``request.getfixturevalue("served_mariadb")``) is marked with it by hand."""
+
 USER = "placement"
 PASSWORD = "placement-test-pw"
 

@@ -1,4 +1,4 @@
-"""Loopback ports for the servers tests start (Placement, keystone stand-in, metrics), and
+"""Loopback ports for the servers tests start (Placement, MariaDB, metrics), and
 stopping the server processes tests start (MariaDB, libvirtd)."""
 
 from __future__ import annotations

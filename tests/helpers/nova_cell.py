@@ -45,6 +45,16 @@ def insert(con: sqlite3.Connection, table: str, **cols: Any) -> int:
     return cur.lastrowid
 
 
+def create_schema(con: sqlite3.Connection, name: str) -> None:
+    """The schema ``tests/fixtures/nova/<name>`` in ``con``, in one transaction.
+
+    In SQLite's autocommit mode each of its ~200 statements would be a transaction of
+    its own, each synced to disk (seconds per database on a busy disk); one
+    transaction makes the same tables and indexes with one sync.
+    """
+    con.executescript("BEGIN;\n" + (NOVA / name).read_text() + "\nCOMMIT;\n")
+
+
 NODE_FIGURES = dict(
     vcpus=16,
     memory_mb=65536,
@@ -141,7 +151,7 @@ def build_cell(path: Path, prefix: str) -> dict[str, str]:
     cn1, cn2 = f"{prefix}-cn1", f"{prefix}-cn2"
     ids |= {"cn1": cn1, "cn2": cn2}
     con = sqlite3.connect(path)
-    con.executescript((NOVA / "cell_schema.sql").read_text())
+    create_schema(con, "cell_schema.sql")
     n1 = _node(
         con,
         cn1,
@@ -247,7 +257,7 @@ def build_cell(path: Path, prefix: str) -> dict[str, str]:
 def build_api(path: Path, aggregates: dict[str, list[str]]) -> None:
     """nova's API database at ``path`` with host aggregates ``{aggregate UUID: [host, ...]}``."""
     con = sqlite3.connect(path)
-    con.executescript((NOVA / "api_schema.sql").read_text())
+    create_schema(con, "api_schema.sql")
     for n, (agg, hosts) in enumerate(sorted(aggregates.items())):
         agg_id = insert(con, "aggregates", uuid=agg, name=f"agg-{n}-{agg[:8]}")
         for host in hosts:

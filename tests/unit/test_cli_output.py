@@ -97,6 +97,11 @@ def test_on_a_terminal_output_is_rich(tmp_path):
     assert ANSI.search(text)  # colours
 
 
+SYNCED = pytest.mark.xdist_group("cli-output-synced")
+"""The tests of :func:`synced`: one pytest-xdist worker runs them, so the module's fixture
+(two agent processes) is made once, not on every worker."""
+
+
 @pytest.fixture(scope="module")
 def synced(tmp_path_factory) -> str:
     """A configuration whose state holds a synced tree and a recorded cycle.
@@ -123,6 +128,7 @@ def synced(tmp_path_factory) -> str:
     ],
     ids=lambda argv: " ".join(a for a in argv if not a.startswith("/")),
 )
+@SYNCED
 def test_every_command_that_prints_state_has_format_json(synced, argv):
     proc = cli(*argv, "--config", synced, "--format", "json")
     assert proc.returncode == 0, proc.stderr
@@ -141,6 +147,7 @@ def test_capture_has_format_json(tmp_path, capsys):
     assert code == 0 and doc["dest"] == str(dest) and doc["files"] > 0
 
 
+@SYNCED
 def test_status_json_says_the_monitoring_status(tmp_path, synced):
     proc = cli("status", "--config", str(conf_file(tmp_path)), "--json")
     assert proc.returncode == 3 and json.loads(proc.stdout)["status"] == "UNKNOWN"
