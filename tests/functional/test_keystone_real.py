@@ -35,6 +35,9 @@ from tests.helpers.net import free_port
 from tests.helpers.paths import EXAMPLES, REPO
 from tests.helpers.service import last_cycle, run_cli, write_conf
 
+# One Keystone for the run: under pytest-xdist every test of this module goes to one worker.
+pytestmark = pytest.mark.xdist_group("keystone")
+
 
 def placement_section(keystone: Keystone, **options: object) -> str:
     """nova.conf's ``[placement]`` for the agent's service user, ``options`` replacing any."""
