@@ -12,6 +12,12 @@ back cannot live beside it (docs/deployment.md, "Beside nova-compute"):
   offers its CPUs and memory twice until the agent's next cycle); and nova 34's scheduler
   does not ask per cell (``ResourceRequest`` puts the flavor's VCPU and MEMORY_MB in the
   unsuffixed group).
+* ``[compute] resource_class_renames``: nova's drivers and its PCI translator report each
+  class under nova's own name, so every claim writes OLD back beside the agent's NEW.
+* DISK_GB left off the compute node for shared storage (an instances path on a shared file
+  system, or ``[compute] shared_storage``): nova 34's libvirt driver reports DISK_GB on the
+  compute node whatever sharing provider is associated (``update_provider_tree``: "Ignoring
+  sharing provider - see bug #1784020").
 
 The evidence is ``[compute_agent] nova_compute``: ``true``/``false`` as the operator
 says, ``auto`` (the default) a process named ``nova-compute`` running on this host now
@@ -28,6 +34,7 @@ import psutil
 from oslo_config import cfg
 
 from agent.model.exceptions import ConfigError
+from drivers.records import HostResources
 
 NOVA_COMPUTE = "nova-compute"
 """nova-compute's console script (setup.cfg ``nova-compute = nova.cmd.compute:main``)."""
@@ -65,11 +72,14 @@ def nova_compute_beside(conf: cfg.ConfigOpts) -> tuple[bool, str]:
 
 
 class HostNamed(Protocol):
-    """What :func:`check_name` reads of the driver (:class:`agent.shape.adapter.DriverAdapter`)."""
+    """What :func:`check_name` and :func:`check_disk` read of the driver
+    (:class:`agent.shape.adapter.DriverAdapter`)."""
 
     def get_nodenames(self) -> list[str]: ...
 
     def hypervisor_hostname(self) -> str | None: ...
+
+    def laid_out_resources(self, nodename: str) -> HostResources: ...
 
 
 def check_name(adapter: HostNamed, evidence: str) -> None:
@@ -112,3 +122,35 @@ def refuse_layouts(conf: cfg.ConfigOpts, evidence: str) -> None:
             "cycle reshapes an existing NUMA tree back to flat (docs/deployment.md, "
             "'Beside nova-compute')"
         )
+    if conf.compute.resource_class_renames:
+        renames = ", ".join(conf.compute.resource_class_renames)
+        raise ConfigError(
+            f"[compute] resource_class_renames = {renames} is refused beside nova-compute "
+            f"({evidence}): nova-compute's resource tracker reports each class under nova's "
+            "own name and writes it back at every claim; remove the option and start again: "
+            "the start-up cycle moves inventories and allocations back to nova's names "
+            "(docs/deployment.md, 'Beside nova-compute')"
+        )
+
+
+def check_disk(adapter: HostNamed, evidence: str) -> None:
+    """Refuse shared storage beside nova-compute: the agent leaves DISK_GB off the compute
+    node for the sharing provider, nova 34's libvirt driver writes it back at every claim
+    (module docstring).
+
+    Raises:
+        ConfigError: one line naming the instances path, ``[compute] shared_storage`` and
+            why.
+    """
+    for nodename in adapter.get_nodenames():
+        if adapter.laid_out_resources(nodename).shared_storage:
+            raise ConfigError(
+                f"{nodename}'s instances path is on shared storage (a shared file system, or "
+                f"[compute] shared_storage = true), refused beside nova-compute ({evidence}): "
+                "the agent reports DISK_GB on the sharing provider only, and nova-compute's "
+                "resource tracker writes DISK_GB back on the compute node at every claim "
+                "(nova 34 ignores sharing providers, bug 1784020); keep nova-compute's "
+                "tracker alone on this host, or the agent alone ([compute_agent] "
+                "nova_compute = false once nova-compute no longer runs here) "
+                "(docs/deployment.md, 'Beside nova-compute')"
+            )

@@ -99,6 +99,7 @@ def prepare(
     adapter.check_host_config()
     if beside:
         beside_nova.check_name(adapter, evidence)
+        beside_nova.check_disk(adapter, evidence)
         LOG.info("beside nova-compute (%s)", evidence)
     remote = None if is_embedded(conf) else client_from_conf(conf)
     if remote is None:

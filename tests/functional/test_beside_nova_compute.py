@@ -404,14 +404,19 @@ def _run(conf: Path, *command: str) -> subprocess.CompletedProcess[str]:
 
 
 def _numa_conf(
-    tmp_path: Path, url: str, nova_compute: str, numa: bool = True, host: str = NODENAME
+    tmp_path: Path,
+    url: str,
+    nova_compute: str,
+    numa: bool = True,
+    host: str = NODENAME,
+    shared_storage: bool = False,
 ) -> Path:
     fixture = LIBVIRT / "nova-fakelibvirt-plain"
     path = tmp_path / "compute-agent.conf"
     path.write_text(
         f"[DEFAULT]\nhost = {host}\nstate_path = {tmp_path / 'state'}\n"
         f"instances_path = {tmp_path}\n"
-        "[compute]\ndriver = libvirt\n"
+        f"[compute]\ndriver = libvirt\nshared_storage = {shared_storage}\n"
         f"[libvirt]\nconnection_uri = test://{fixture / 'host.xml'}\n"
         f"capabilities_file = {fixture / 'capabilities.xml'}\n"
         f"domain_capabilities_file = {fixture / 'domcapabilities.xml'}\n"
@@ -456,6 +461,34 @@ def test_numa_is_refused_when_a_nova_compute_process_runs(tmp_path, placement):
     assert done.returncode == 2, done.stderr
     assert f"pid {proc.pid} is nova-compute" in done.stderr
     assert http_get(placement.url, "/resource_providers")["resource_providers"] == []
+
+
+def test_shared_storage_is_refused_beside_nova_compute_with_nothing_written(tmp_path, placement):
+    """The agent leaves DISK_GB off the compute node on shared storage; nova 34's libvirt
+    driver writes it back at every claim (bug 1784020): ``run`` exits 2 in one line naming
+    the instances path's storage and ``[compute] shared_storage``; alone, it runs."""
+    conn = libvirt.open("test:///default")
+    try:
+        host = conn.getHostname()  # nova's name for the compute node (checked before)
+    finally:
+        conn.close()
+    conf = _numa_conf(tmp_path, placement.url, "true", False, host, shared_storage=True)
+    done = _run(conf, "run", "--once")
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "shared storage" in lines[0] and "[compute] shared_storage" in lines[0]
+    assert "bug 1784020" in lines[0]
+    assert http_get(placement.url, "/resource_providers")["resource_providers"] == []
+    alone = _numa_conf(tmp_path, placement.url, "false", False, host, shared_storage=True)
+    try:
+        done = _run(alone, "run", "--once")
+        assert done.returncode == 0, done.stderr
+        (root,) = http_get(placement.url, f"/resource_providers?name={host}")["resource_providers"]
+        inventories = http_get(placement.url, f"/resource_providers/{root['uuid']}/inventories")
+        assert "DISK_GB" not in inventories["inventories"]
+    finally:
+        _emptied(placement.url)
 
 
 def test_beside_nova_compute_the_agents_host_is_libvirts_hostname(tmp_path, placement):

@@ -124,11 +124,11 @@ def test_identity_warns_when_compute_id_names_another_compute_node(tmp_path, cap
     assert (tmp_path / "compute_id").read_text() == B  # never overwritten
 
 
-def _conf(tmp_path, nova_compute: str, numa: bool):
+def _conf(tmp_path, nova_compute: str, numa: bool, compute: str = ""):
     path = tmp_path / "agent.conf"
     path.write_text(
         f"[DEFAULT]\nstate_path = {tmp_path}\n[numa]\nmodel_in_placement = {numa}\n"
-        f"[compute_agent]\nnova_compute = {nova_compute}\n"
+        f"[compute_agent]\nnova_compute = {nova_compute}\n[compute]\n{compute}\n"
     )
     return agent_config.load([str(path)])
 
@@ -163,6 +163,18 @@ def test_numa_is_refused_in_one_line_beside_nova_compute(tmp_path):
     assert "\n" not in text
     assert text.startswith("[numa] model_in_placement = true is refused beside nova-compute")
     assert "VCPU, PCPU and MEMORY_MB" in text and "back to flat" in text
+
+
+def test_resource_class_renames_are_refused_in_one_line_beside_nova_compute(tmp_path):
+    renames = "resource_class_renames = CUSTOM_NVME:PCI_DEVICE"
+    with pytest.raises(ConfigError) as caught:
+        beside_nova.refuse_layouts(_conf(tmp_path, "true", False, renames), "evidence")
+    text = str(caught.value)
+    assert "\n" not in text
+    assert text.startswith(
+        "[compute] resource_class_renames = CUSTOM_NVME:PCI_DEVICE is refused beside nova-compute"
+    )
+    assert "writes it back at every claim" in text and "remove the option" in text
 
 
 def test_a_fresh_uuid_is_not_taken_for_granted(tmp_path):
