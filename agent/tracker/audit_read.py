@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from agent.model.allocations import ByProvider, ProviderAllocations
+from agent.model.allocations import ByProvider, ConsumerAllocations, ProviderAllocations
 from agent.placement.report import ReportClient
 from agent.state.store import StateStore
+from agent.tracker import evidence
 from agent.tracker.consumer_record import ConsumerRecord
 from agent.tracker.own_writes import OwnWrites
 from agent.tracker.vouch import AllocationVouch
@@ -210,8 +211,9 @@ def _follow_consumers(
 def _follow_shared(view: AuditView, consumer: str, now: ByProvider, sharing: str) -> None:
     """``consumer``'s part on the sharing provider as it is now (:func:`_refresh_shared`'s rule)."""
     record = view.record
-    ours = consumer in record.instances or any(
-        consumer in record.held[rp].consumers for rp in view.owned if rp in record.held
+    held = ConsumerAllocations(allocations=now)
+    ours = bool(held.on(view.owned)) and sharing in evidence.this_hosts_share(
+        held, view.owned, view.tree, {sharing}
     )
     parts = {rp: a for rp, a in record.shared.get(consumer, {}).items() if rp != sharing}
     if sharing in now and ours:
@@ -271,9 +273,14 @@ def _shared_elsewhere(record: ConsumerRecord, sharing: str) -> bool:
 
 
 def _refresh_shared(report: ReportClient, view: AuditView, sharing: str) -> None:
-    """What this node's consumers hold on the sharing provider, as Placement has it."""
+    """What this node's consumers hold on the sharing provider, as Placement has it.
+
+    A consumer's part there is this host's share only while it holds something on
+    the host's own providers (its CPU and memory: :func:`agent.tracker.evidence.this_hosts_share`);
+    a listed instance nova moved elsewhere has its pool part go with the other host.
+    """
     record = view.record
-    ours = record.instances | set(view.held)
+    ours = set(view.held)
     found = _read(report, view, sharing).consumers
     for consumer in sorted(ours | set(record.shared)):
         parts = {rp: a for rp, a in record.shared.get(consumer, {}).items() if rp != sharing}

@@ -32,6 +32,37 @@ def cpu_memory_elsewhere(held: ConsumerAllocations, tree: Collection[str]) -> li
     )
 
 
+def this_hosts_share(
+    held: ConsumerAllocations, owned: Collection[str], tree: Collection[str], pools: Iterable[str]
+) -> set[str]:
+    """The providers of ``held`` whose part is this host's share (docs/service.md).
+
+    A part is this host's when it is on one of the host's own providers
+    (``owned``), or on a sharing provider (``pools``: those the record saw
+    it hold there) while its CPU and memory are not held by another compute
+    node: nova's candidates anchor a sharing provider's part to the compute
+    node that holds the CPU and memory (Placement's ``anchors_for_sharing_providers``),
+    so once another host holds them (a live migration's or resize's
+    destination claim, an evacuation's) the pool's part goes with that
+    host, and removing it would take the disk from under the instance
+    (issue 33, case 1). Nothing else is this host's.
+
+    Args:
+        held: the consumer's allocations as Placement holds them now.
+        owned: the node's providers the agent owns.
+        tree: every provider of the node's tree.
+        pools: providers outside the tree the record saw the consumer hold
+            as this host's.
+
+    Returns:
+        The providers whose part this host may remove or write.
+    """
+    ours = set(held.providers) & set(owned)
+    if not cpu_memory_elsewhere(held, tree):
+        ours |= set(held.providers) & (set(pools) - set(tree))
+    return ours
+
+
 def moving_reason(held: ConsumerAllocations, tree: Collection[str], owned: Iterable[str]) -> str:
     """Why an instance listed here is *moving*, or "" when it is not.
 
