@@ -297,6 +297,13 @@ class ConsumerRecord:
         self.wrote.add(consumer)
         self.moving.discard(consumer)
 
+    def holds_on_pools(self, consumer: str, shared: ByProvider) -> None:
+        """``consumer``, an instance here, holds ``shared`` outside the tree as Placement
+        has it now (its part on the pool nova chose, :func:`agent.tracker.evidence.on_held_pools`):
+        this host's share, compared without a read next time."""
+        if shared:
+            self.shared[consumer] = {rp: dict(a) for rp, a in shared.items()}
+
     def is_moving(self, consumer: str, why: str) -> None:
         """``consumer`` is listed here while nova holds its CPU and memory elsewhere."""
         self.moving.add(consumer)

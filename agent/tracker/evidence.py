@@ -63,6 +63,36 @@ def this_hosts_share(
     return ours
 
 
+def on_held_pools(want: ByProvider, have: ByProvider, tree: Collection[str]) -> ByProvider:
+    """``want`` with each class it plans outside the tree moved to the provider outside
+    the tree where ``have`` already holds that class.
+
+    A node in an aggregate with several pools plans DISK_GB on one of them
+    (:class:`agent.tracker.sharing.SharingProviders`), while nova's scheduler
+    may have put the instance's disk on another (any allocation candidate
+    that combines the compute node with a sharing provider): the class held
+    on any provider this node shares with counts as held, and what is
+    compared (or added) is the plan on that provider, never a second copy
+    (issue 33, case 2).
+
+    Args:
+        want: the plan ``{provider: {rc: amount}}``.
+        have: what the consumer holds (this host's share of it).
+        tree: every provider of the node's tree.
+
+    Returns:
+        The plan to compare with ``have``.
+    """
+    held_at = {rc: rp for rp, a in sorted(have.items(), reverse=True) if rp not in tree for rc in a}
+    out: ByProvider = {rp: dict(a) for rp, a in want.items() if rp in tree}
+    for rp, amounts in want.items():
+        if rp in tree:
+            continue
+        for rc, n in amounts.items():
+            out.setdefault(held_at.get(rc, rp), {})[rc] = n
+    return out
+
+
 def moving_reason(held: ConsumerAllocations, tree: Collection[str], owned: Iterable[str]) -> str:
     """Why an instance listed here is *moving*, or "" when it is not.
 

@@ -157,6 +157,7 @@ class ListedInstances:
         want_here = {**want.on(managed), **want.without(view.owned)}
         have_here = {rp: a for rp, a in have.items() if rp in managed}
         have_here.update(record.shared.get(consumer, {}))
+        want_here = evidence.on_held_pools(want_here, have_here, view.tree)
         line = evidence.drift_line(want_here, have_here)
         if not line:
             record.in_step(consumer)
@@ -198,17 +199,21 @@ class ListedInstances:
         record = view.record
         decided: list[str] = []
         sent: list[ConsumerAllocations] = []
+        placed: list[ByProvider] = [want.without(view.owned)]
         managed = view.owned - set(keep)
 
         def edit(held: ConsumerAllocations) -> ConsumerAllocations | None:
             decided[:] = [evidence.moving_reason(held, view.tree, view.owned)]
-            have = {**held.on(managed), **held.on(set(want.without(view.owned)))}
-            missing_only = add and evidence.only_missing(want.allocations, have)
+            pools = held.without(view.tree)
+            plan = want.with_allocations(evidence.on_held_pools(want.allocations, pools, view.tree))
+            placed[:] = [plan.without(view.owned)]
+            have = {**held.on(managed), **held.on(set(plan.without(view.owned)))}
+            missing_only = add and evidence.only_missing(plan.allocations, have)
             if decided[0] or (have and not rewrite and not missing_only):
                 sent.clear()
                 return None
-            ours = ours_of(view, consumer)
-            sent[:] = [merge_ours(held, want, ours, keep, produces=view.produces)]
+            ours = ours_of(view, consumer) | set(placed[0])
+            sent[:] = [merge_ours(held, plan, ours, keep, produces=view.produces)]
             return sent[0]
 
         try:
@@ -224,9 +229,10 @@ class ListedInstances:
             return set()
         if not wrote or not sent:
             record.in_step(consumer)
+            record.holds_on_pools(consumer, placed[0])
             record.status(consumer, State.HERE, "listed; Placement already holds it here")
             return set()
-        record.written(consumer, want.without(view.owned))
+        record.written(consumer, placed[0])
         record.in_step(consumer)
         record.status(consumer, State.HERE, "listed; allocation written")
         result.written.append(consumer)

@@ -115,3 +115,33 @@ def test_evacuation_off_a_host_sharing_the_pool(cloud):
     for n in range(3):
         c.cycle(watch=(inst,))
         expect(c, f"evacuated to B, cycle {n + 1}", A=IDLE, B=S, pool=10)
+
+
+def test_two_pools_a_disk_nova_put_on_the_second_is_held(tmp_path, served):
+    """Case 2: the agent's plan puts DISK_GB on the first pool of the aggregate (by UUID),
+    nova's scheduler put the instance's disk on the other one. The class held on a pool
+    this node shares with counts as held: no second copy, nova's consumer untouched, no
+    drift; a move to B and its confirm leave the disk where nova put it."""
+    c = Cloud(tmp_path, served, pools=2)
+    first, second = sorted(range(2), key=lambda n: c.pools[n])
+    inst, mig = str(uuid.uuid4()), str(uuid.uuid4())
+    boot(c, inst, via=c.pools[second])
+    for n in range(2):
+        c.cycle(watch=(inst,))
+        expect(
+            c, f"booted on A, disk on the second pool, cycle {n + 1}", A=S, B=IDLE, pool=0, n=first
+        )
+        assert c.pool_usage(second) == 10
+    states = c.hosts["A"].tracker.audit.record(c.node("A")).statuses
+    assert states[inst].drift == ""
+
+    c.nova.start_move(inst, mig, c.node("A"))
+    c.nova.schedule(inst, SMALL, c.node("B"), via=c.pools[second])
+    c.hosts["B"].define(inst, SMALL)
+    c.cycle(watch=(inst, mig))
+    c.hosts["A"].undefine(inst)
+    c.nova.confirm(inst, mig)
+    for n in range(2):
+        c.cycle(watch=(inst, mig))
+        expect(c, f"moved to B, cycle {n + 1}", A=IDLE, B=S, pool=0, n=first)
+        assert c.pool_usage(second) == 10
