@@ -17,10 +17,17 @@ import pytest
 from agent.model.exceptions import ReshapeFailed
 from agent.state.store import StateStore
 from agent.tracker.cycle import ResourceTracker
-from tests.functional.test_reshape import driver_for, new_report, root_of, write_host
+from tests.functional.test_reshape import (
+    driver_for,
+    new_report,
+    reshape_host,
+    root_of,
+    write_host,
+)
+from tests.helpers.hosts import HostDescription
 from tests.helpers.names import unique
 from tests.helpers.nova_client import Flavor, Nova
-from tests.helpers.placement_http import http_get
+from tests.helpers.placement_http import call, http_get
 from tests.helpers.placement_snapshot import amounts, inventories, snapshot
 
 TINY = Flavor(vcpus=1, memory_mb=512, root_gb=1)
@@ -102,3 +109,48 @@ def test_claims_on_every_attempt_end_with_a_clear_error_and_placement_unchanged(
     assert inventories(after) == before
     for inst in claimed:
         assert amounts(after)[inst] == {name: TINY.resources()}
+
+
+def shared_host(name: str) -> HostDescription:
+    """:func:`tests.functional.test_reshape.reshape_host` on shared storage."""
+    return reshape_host(name).set("shared_storage", True)
+
+
+def test_a_start_up_reshape_on_shared_storage_plans_disks_on_the_pool(embedded, tmp_path, caplog):
+    """A host in an aggregate with a sharing provider reshapes at start-up (flat -> NUMA):
+    the plan the reshape asks of the driver knows the pool, so no instance is logged as
+    "no sharing provider is associated" while one is (it was, once per instance)."""
+    name = unique("pool")
+    host = write_host(tmp_path, name, shared_host)
+    state = tmp_path / "state"
+    flat = driver_for(tmp_path, host)
+    tracker = ResourceTracker(flat.conf, flat, new_report(embedded, tmp_path), StateStore(state))
+    assert tracker.update_available_resource(True).ok
+    pool = add_pool(embedded.url, root_of(embedded.url, name))
+    assert tracker.update_available_resource(False).ok
+    numa = driver_for(tmp_path, host, numa=True)
+    tracker = ResourceTracker(numa.conf, numa, new_report(embedded, tmp_path), StateStore(state))
+    caplog.clear()
+    on_pool = http_get(embedded.url, f"/resource_providers/{pool}/usages")["usages"]
+
+    outcome = tracker.update_available_resource(startup=True)
+
+    assert outcome.ok and outcome.nodes[0].sync.reshaped
+    assert "no sharing provider" not in caplog.text
+    assert http_get(embedded.url, f"/resource_providers/{pool}/usages")["usages"] == on_pool
+
+
+def add_pool(base: str, root: str) -> str:
+    """A sharing provider of DISK_GB in one aggregate with ``root`` (plain HTTP); its UUID."""
+    aggregate = str(uuidlib.uuid4())
+    uuid = call(base, "POST", "/resource_providers", {"name": unique("pool")})["uuid"]
+    for rp, path, body in (
+        (uuid, "inventories", {"inventories": {"DISK_GB": {"total": 10_000}}}),
+        (uuid, "traits", {"traits": ["MISC_SHARES_VIA_AGGREGATE"]}),
+        (uuid, "aggregates", {"aggregates": [aggregate]}),
+        (root, "aggregates", {"aggregates": [aggregate]}),
+    ):
+        generation = http_get(base, f"/resource_providers/{rp}")["generation"]
+        body["resource_provider_generation"] = generation
+        call(base, "PUT", f"/resource_providers/{rp}/{path}", body)
+    return uuid
