@@ -23,7 +23,7 @@ from agent.placement.report import ReportClient
 from agent.tracker import evidence
 from agent.tracker.audit_read import AuditView
 from agent.tracker.audit_result import AuditDraft, AuditResult, AuditRules, BulkWrites, failed
-from agent.tracker.consumer_record import State
+from agent.tracker.consumer_record import ConsumerRecord, State
 from agent.tracker.removal import ours_of
 
 LOG = logging.getLogger(__name__)
@@ -191,10 +191,7 @@ class ListedInstances:
         writes nothing; holding nothing here (or nowhere) is healed by the
         merging write; holding something here that differs is drift, written
         only when ``rewrite``, or with ``add`` when what it holds here is all
-        in the plan (the missing parts are added).
-
-        Returns:
-            The providers touched (empty when nothing was written).
+        in the plan (the missing parts are added). Returns the providers touched.
         """
         record = view.record
         decided: list[str] = []
@@ -204,10 +201,9 @@ class ListedInstances:
 
         def edit(held: ConsumerAllocations) -> ConsumerAllocations | None:
             decided[:] = [evidence.moving_reason(held, view.tree, view.owned)]
-            pools = held.without(view.tree)
-            plan = want.with_allocations(evidence.on_held_pools(want.allocations, pools, view.tree))
+            plan = _on_held_pools(want, held, view.tree)
             placed[:] = [plan.without(view.owned)]
-            have = {**held.on(managed), **held.on(set(plan.without(view.owned)))}
+            have = {**held.on(managed), **held.on(set(placed[0]))}
             missing_only = add and evidence.only_missing(plan.allocations, have)
             if decided[0] or (have and not rewrite and not missing_only):
                 sent.clear()
@@ -222,10 +218,7 @@ class ListedInstances:
             failed(f"instance {consumer}: allocation not written", exc, result)
             return set()
         if decided and decided[0]:
-            if consumer not in record.moving:
-                LOG.info("instance %s: moving; nothing written (%s)", consumer, decided[0])
-            record.is_moving(consumer, decided[0])
-            result.moving.append(consumer)
+            self._moving(record, consumer, decided[0], result)
             return set()
         if not wrote or not sent:
             record.in_step(consumer)
@@ -240,6 +233,14 @@ class ListedInstances:
         LOG.info("instance %s: allocation written (%s)", consumer, want.on(view.owned))
         self.checkpoint(view)
         return set(want.providers) | set(view.held.get(consumer, {}))
+
+    @staticmethod
+    def _moving(record: ConsumerRecord, consumer: str, why: str, result: AuditResult) -> None:
+        """``consumer`` is found *moving* (logged when it was not already)."""
+        if consumer not in record.moving:
+            LOG.info("instance %s: moving; nothing written (%s)", consumer, why)
+        record.is_moving(consumer, why)
+        result.moving.append(consumer)
 
     def write_missing(
         self,
@@ -297,3 +298,14 @@ def _without_kept(
     """What to write of each new consumer: nothing on providers kept as they are."""
     kept = set(keep)
     return {c: w.with_allocations(w.on(w.providers - kept)) for c, w in new.items()}
+
+
+def _on_held_pools(
+    want: ConsumerAllocations, held: ConsumerAllocations, tree: Iterable[str]
+) -> ConsumerAllocations:
+    """``want`` with its pool parts on the pools ``held`` has them on
+    (:func:`agent.tracker.evidence.on_held_pools`)."""
+    nodes = frozenset(tree)
+    return want.with_allocations(
+        evidence.on_held_pools(want.allocations, held.without(nodes), nodes)
+    )
