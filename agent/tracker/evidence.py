@@ -93,6 +93,26 @@ def on_held_pools(want: ByProvider, have: ByProvider, tree: Collection[str]) -> 
     return out
 
 
+def planned_part(
+    have: ByProvider, owned: Collection[str], produces: Collection[str] | None
+) -> ByProvider:
+    """``have`` without the classes the planner does not produce on the ``owned`` providers.
+
+    Such a class (a flavor's ``resources:CUSTOM_*`` on an inventory from a
+    provider config file) is nova's, held as it is: it is neither drift nor
+    rewritten (issue 33, case 5), and every write keeps it
+    (:func:`agent.model.allocations.merge_ours`). ``produces`` None: all are.
+    """
+    if produces is None:
+        return dict(have)
+    out: ByProvider = {}
+    for rp, amounts in have.items():
+        kept = {rc: n for rc, n in amounts.items() if rp not in owned or rc in produces}
+        if kept:
+            out[rp] = kept
+    return out
+
+
 def moving_reason(held: ConsumerAllocations, tree: Collection[str], owned: Iterable[str]) -> str:
     """Why an instance listed here is *moving*, or "" when it is not.
 

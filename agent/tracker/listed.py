@@ -157,6 +157,7 @@ class ListedInstances:
         want_here = {**want.on(managed), **want.without(view.owned)}
         have_here = {rp: a for rp, a in have.items() if rp in managed}
         have_here.update(record.shared.get(consumer, {}))
+        have_here = evidence.planned_part(have_here, view.owned, view.produces)
         want_here = evidence.on_held_pools(want_here, have_here, view.tree)
         line = evidence.drift_line(want_here, have_here)
         if not line:

@@ -131,6 +131,27 @@ def test_the_audit_never_drops_a_licence(tmp_path, served, rewrite):
     assert nova.refused == []
 
 
+@pytest.mark.parametrize("rewrite", [False, True])
+def test_a_class_the_planner_does_not_produce_is_held_not_drift(tmp_path, served, rewrite):
+    """Issue 33, case 5: an allocation exactly as nova meant it, with the flavor's licence,
+    is neither drift (``show --check`` exited 3 for ever) nor rewritten every cycle with
+    ``rewrite_differing_allocations`` (nova's consumer generation moved each time)."""
+    host = licensed_host(tmp_path, served, rewrite_differing_allocations=rewrite)
+    assert host.cycle().ok
+    nova = Nova(served.url, PROJECT, USER)
+    inst = str(uuid.uuid4())
+    nova.schedule(inst, WINDOWS, host.nodename)
+    host.define(inst, WINDOWS)
+    generation = http_get(served.url, f"/allocations/{inst}")["consumer_generation"]
+    for _ in range(3):
+        outcome = host.cycle()
+        assert outcome.ok
+    status = host.tracker.audit.record(host.nodename).statuses[inst]
+    assert (status.state, status.drift) == ("instance here", "")
+    assert http_get(served.url, f"/allocations/{inst}")["consumer_generation"] == generation
+    assert nova.refused == []
+
+
 DRIVER_CLASS = """\
 meta: {schema_version: '1.0'}
 providers:
