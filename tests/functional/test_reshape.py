@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from agent.model.exceptions import ReshapeFailed
 from agent.placement.report import ReportClient
@@ -26,7 +27,7 @@ from tests.helpers.conf import make_conf
 from tests.helpers.hosts import HostDescription
 from tests.helpers.names import unique
 from tests.helpers.nova_client import Flavor, Nova
-from tests.helpers.placement_http import call, http, http_get, put_allocations
+from tests.helpers.placement_http import HEADERS, call, http, http_get, put_allocations
 from tests.helpers.placement_snapshot import amounts, class_totals, inventories, snapshot
 from tests.helpers.served import ServedPlacement
 from tests.helpers.service import run_cli
@@ -191,8 +192,13 @@ def test_vgpus_move_to_their_gpu_with_every_allocation(embedded, tmp_path):
     base = embedded.url
     report = new_report(embedded, tmp_path)
     root = old_vgpu_shape(base, tmp_path, name, report)
-    migration = str(uuidlib.uuid4())  # a consumer the driver does not know
-    put_allocations(base, migration, {root: {"VCPU": 2, "MEMORY_MB": 1024, "VGPU": 2}})
+    # I2 resizes to another host: nova's migration record (untyped, I2's project and user)
+    # holds its share here, its own consumer the destination's; its domain and mdev M2
+    # (on GPU A) are still here.
+    migration = str(uuidlib.uuid4())
+    http(base, "DELETE", f"/allocations/{I2}")
+    held = {root: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 10, "VGPU": 1}}
+    as_nova(base, migration, held, "p1", "u1")
     before = snapshot(base, root)
 
     driver = driver_for(tmp_path, write_host(tmp_path, name))
@@ -209,19 +215,52 @@ def test_vgpus_move_to_their_gpu_with_every_allocation(embedded, tmp_path):
     assert inv[f"{name}_pci_{GPU_B}"] == {"VGPU": 4}  # 1 mdev + 3 available
     got = amounts(after)
     assert got[I1][f"{name}_pci_{GPU_A}"] == {"VGPU": 1}
-    assert got[I2][f"{name}_pci_{GPU_A}"] == {"VGPU": 1}
     assert got[I3][f"{name}_pci_{GPU_B}"] == {"VGPU": 1}
-    # unknown consumer: whole to the GPU with the most free (A: 2 left, B: 3 left)
+    # the migration record's vGPU follows the source domain's mdev (GPU A), not the GPU
+    # with the most free (B: 3 left, A: 2); issue 33, case 8
     assert got[migration] == {
-        name: {"VCPU": 2, "MEMORY_MB": 1024},
-        f"{name}_pci_{GPU_B}": {"VGPU": 2},
+        name: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 10},
+        f"{name}_pci_{GPU_A}": {"VGPU": 1},
     }
-    assert outcome.placed_by[migration] == "rule" and outcome.placed_by[I1] == "driver"
+    assert outcome.placed_by[migration] == "driver" and outcome.placed_by[I1] == "driver"
+    # nova's untyped record stays untyped (the reshaper goes at 1.37, without types)
+    assert http_get(base, f"/allocations/{migration}")["consumer_type"] == "unknown"
     # nothing lost or doubled, and the rest of each allocation untouched
     assert class_totals(after) == class_totals(before)
     assert got[I4] == amounts(before)[I4] and got[I5] == amounts(before)[I5]
     # the next start-up has nothing to do
     assert reshape_node(report, adapt(driver), name).needed is False
+
+
+def as_nova(base: str, consumer: str, per_rp: dict[str, dict[str, int]], project: str, user: str):
+    """A new consumer's allocations as nova writes them: at microversion 1.36, untyped."""
+    body = {
+        "allocations": {rp: {"resources": r} for rp, r in per_rp.items()},
+        "project_id": project,
+        "user_id": user,
+        "consumer_generation": None,
+    }
+    headers = {**HEADERS, "OpenStack-API-Version": "placement 1.36"}
+    resp = requests.put(f"{base}/allocations/{consumer}", json=body, headers=headers, timeout=10)
+    assert resp.status_code == 204, resp.text
+
+
+def test_a_vgpu_no_domain_here_explains_refuses_the_reshape(embedded, tmp_path):
+    """A consumer holding VGPU that no domain listed here explains (another owner's, no
+    mdev free of its own consumer): the reshape is refused, as nova's own
+    (``_get_assigned_mdevs_for_reshape``), and Placement is unchanged."""
+    name = unique("vgpu")
+    base = embedded.url
+    report = new_report(embedded, tmp_path)
+    root = old_vgpu_shape(base, tmp_path, name, report)
+    stray = str(uuidlib.uuid4())
+    put_allocations(base, stray, {root: {"VCPU": 2, "MEMORY_MB": 1024, "VGPU": 2}})
+    before = snapshot(base, root)
+    driver = driver_for(tmp_path, write_host(tmp_path, name))
+    with pytest.raises(ReshapeFailed, match=f"consumer {stray} holds VGPU 2"):
+        reshape_node(report, adapt(driver), name)
+    after = snapshot(base, root)
+    assert inventories(after) == inventories(before) and amounts(after) == amounts(before)
 
 
 # -- 2. flat to NUMA, and back ----------------------------------------------------------
