@@ -34,7 +34,7 @@ those classes:
   so the result does not depend on the order Placement listed them.
 - the VGPU of a consumer the driver does not know (nova's migration record)
   follows its source domain's mdevs, or the reshape is refused as nova's is
-  (:func:`_vgpu_sources`).
+  (:func:`agent.shape.vgpu_sources.vgpu_sources`).
 - allocations on providers outside the tree (sharing providers) are kept.
 
 :func:`agent.shape.update.update_provider_tree` lays out, detects and
@@ -51,8 +51,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.model.allocations import ConsumerAllocations
-from agent.model.exceptions import ReshapeFailed
 from agent.model.provider_tree import ProviderTree
+from agent.shape.vgpu_sources import driver_split, vgpu_sources
 
 LOG = logging.getLogger(__name__)
 
@@ -171,21 +171,6 @@ def _add(record: dict[str, Any], provider: str, rc: str, amount: int) -> None:
     resources[rc] = resources.get(rc, 0) + amount
 
 
-def _driver_split(
-    expected: ConsumerAllocations | None, move: ClassMove, total: int
-) -> dict[str, int] | None:
-    """The driver's ``{provider: amount}`` of ``move``'s class, if it carries ``total``."""
-    if not expected:
-        return None
-    targets = set(move.targets)
-    split = {
-        rp: a[move.resource_class]
-        for rp, a in expected.allocations.items()
-        if rp in targets and a.get(move.resource_class)
-    }
-    return split if sum(split.values()) == total else None
-
-
 def reshape_allocations(
     allocations: Allocations,
     moves: Sequence[ClassMove],
@@ -219,7 +204,7 @@ def reshape_allocations(
     expected = expected or {}
     ledger = _Ledger.for_targets(allocations, moves, tree)
     held, stays = _take_moving_amounts(allocations, moves)
-    devices = _vgpu_sources(allocations, held, expected)
+    devices = vgpu_sources(allocations, held, expected)
     how: PlacedBy = {}
     strays: dict[str, dict[ClassMove, int]] = {}
     # Consumers the driver knows first, so the rule places the others around them.
@@ -237,71 +222,6 @@ def reshape_allocations(
     for consumer in sorted(strays):
         _place_by_rule(consumer, strays[consumer], ledger)
     return how
-
-
-def _vgpu_sources(
-    allocations: Allocations,
-    held: Mapping[str, Mapping[ClassMove, int]],
-    expected: Mapping[str, ConsumerAllocations],
-) -> dict[str, ConsumerAllocations]:
-    """Where the vGPUs of each moving consumer that is not an instance go: its source domain's.
-
-    A consumer holding VGPU that the driver does not list is nova's migration
-    record of a move off this host (``replace_allocation_with_migration``):
-    its vGPUs are the mdevs of the source domain, still defined here, whose
-    own consumer now holds its destination's share. That domain is the
-    listed instance of the record's project and user whose plan puts as many
-    VGPU on the GPUs as the record holds and whose own consumer holds no
-    VGPU here; one record explains one domain. When no domain (or no single
-    placement of its mdevs) explains it, the reshape is refused, as nova's
-    own is (``LibvirtDriver._get_assigned_mdevs_for_reshape``: "The
-    allocation is made against a non-existing instance or there are no
-    devices assigned").
-
-    Returns:
-        ``{consumer: the source domain's plan, VGPU only}``.
-
-    Raises:
-        ReshapeFailed: a consumer's VGPU is explained by no domain listed here.
-    """
-    found: dict[str, ConsumerAllocations] = {}
-    taken: set[str] = set()
-    for consumer in sorted(c for c in held if c not in expected):
-        vgpu = {m: n for m, n in held[consumer].items() if m.resource_class == "VGPU"}
-        if not vgpu:
-            continue
-        record = allocations[consumer]
-        owner = (record.get("project_id"), record.get("user_id"))
-        splits = {}
-        for instance, plan in sorted(expected.items()):
-            if instance in taken or (plan.project_id, plan.user_id) != owner:
-                continue
-            if any(held.get(instance, {}).get(move) for move in vgpu):
-                continue  # its own consumer holds its vGPUs here
-            split = {m: _driver_split(plan, m, n) for m, n in vgpu.items()}
-            if all(split.values()):
-                splits[instance] = tuple(
-                    sorted((m.resource_class, str(v)) for m, v in split.items())
-                )
-        if len(set(splits.values())) != 1:
-            raise ReshapeFailed(
-                f"consumer {consumer} holds VGPU {sum(vgpu.values())} on this host and is "
-                f"not an instance listed here; "
-                + (
-                    "no domain here of its project and user has the mdevs for it"
-                    if not splits
-                    else f"several domains could be its source ({', '.join(splits)})"
-                )
-                + " (nova's reshape refuses a migration's vGPU the same way): confirm or revert "
-                "the move, then restart"
-            )
-        source = sorted(splits)[0]  # every candidate places the vGPUs alike
-        taken.add(source)
-        plan = expected[source]
-        found[consumer] = plan.with_allocations(
-            {rp: {"VGPU": a["VGPU"]} for rp, a in plan.allocations.items() if "VGPU" in a}
-        )
-    return found
 
 
 def _take_moving_amounts(
@@ -347,7 +267,7 @@ def _place_known(
     how = "driver"
     rest: dict[ClassMove, int] = {}
     for move, total in held.items():
-        split = _driver_split(expected, move, total)
+        split = driver_split(expected, move, total)
         if split is None:
             if expected is not None:
                 LOG.warning(

@@ -378,20 +378,22 @@ def test_a_concurrent_allocation_on_a_moving_provider_is_moved_too(embedded, tmp
     base = embedded.url
     report = new_report(embedded, tmp_path)
     root = old_vgpu_shape(base, tmp_path, name, report)
+    http(base, "DELETE", f"/allocations/{I2}")  # I2 is being moved off this host
     before = snapshot(base, root)
     intruder = str(uuidlib.uuid4())
 
     def another_service(n: int) -> None:
         if n == 1:  # after the agent read tree and allocations, before its write
-            put_allocations(base, intruder, {root: {"VGPU": 1, "MEMORY_MB": 512}})
+            # nova's conductor: I2's migration record (its vGPU is mdev M2's, on GPU A)
+            as_nova(base, intruder, {root: {"VGPU": 1, "MEMORY_MB": 512}}, "p1", "u1")
 
     calls = hook_reshaper(report, another_service)
     outcome = reshape_node(report, adapt(driver_for(tmp_path, write_host(tmp_path, name))), name)
     assert calls == [1, 2] and outcome.attempts == 2 and outcome.reshaped
     after = snapshot(base, root)
     got = amounts(after)
-    # moved with the rest: GPU A has 2 free, GPU B 3 -> B; not lost, not doubled
-    assert got[intruder] == {name: {"MEMORY_MB": 512}, f"{name}_pci_{GPU_B}": {"VGPU": 1}}
+    # moved with the rest, to its source domain's GPU; not lost, not doubled
+    assert got[intruder] == {name: {"MEMORY_MB": 512}, f"{name}_pci_{GPU_A}": {"VGPU": 1}}
     expected_totals = {**class_totals(before), intruder: {"VGPU": 1, "MEMORY_MB": 512}}
     assert class_totals(after) == expected_totals
     usages = {
@@ -399,7 +401,7 @@ def test_a_concurrent_allocation_on_a_moving_provider_is_moved_too(embedded, tmp
         for u, p in after["providers"].items()
     }
     assert usages[name].get("VGPU", 0) == 0
-    assert usages[f"{name}_pci_{GPU_A}"]["VGPU"] + usages[f"{name}_pci_{GPU_B}"]["VGPU"] == 4
+    assert usages[f"{name}_pci_{GPU_A}"]["VGPU"] + usages[f"{name}_pci_{GPU_B}"]["VGPU"] == 3
 
 
 def test_conflicts_on_every_attempt_fail_and_leave_placement_as_it_was(embedded, tmp_path):
