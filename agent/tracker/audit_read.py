@@ -60,6 +60,10 @@ class AuditView:
         reads: providers whose allocations were read.
         own: the audit's own allocation writes of this cycle (kept per node,
             so nodes audited in parallel do not mix them).
+        before: ``{consumer: {provider: {rc: amount}}}`` on the owned
+            providers as the last audit saved them (``stored`` as given, before
+            this audit's saves): what each instance held here before
+            (:func:`agent.tracker.evidence.last_held`).
     """
 
     nodename: str
@@ -70,6 +74,10 @@ class AuditView:
     produces: frozenset[str] | None = None
     reads: int = 0
     own: OwnWrites = field(default_factory=OwnWrites)
+    before: dict[str, ByProvider] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.before = evidence.last_held(self.stored, self.owned)
 
     @cached_property
     def held(self) -> dict[str, ByProvider]:

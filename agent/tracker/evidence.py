@@ -14,7 +14,8 @@ domain still defined here is not evidence that this host should hold it.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any
 
 from agent.model.allocations import MIGRATION, UNKNOWN, ByProvider, ConsumerAllocations
 from agent.shape.planning import CPU_MEMORY_CLASSES
@@ -147,6 +148,77 @@ def holds_its_share(holder: ConsumerAllocations, want: ConsumerAllocations, uuid
         f"its share here is held by consumer {uuid} of its project and user "
         "(nova's migration record): a move is being scheduled"
     )
+
+
+def last_held(stored: Mapping[str, Any], owned: Collection[str]) -> dict[str, ByProvider]:
+    """``{consumer: {provider: {rc: amount}}}`` on ``owned`` as the last audit saved it
+    (the stored record's ``held``): what each instance held here before this cycle."""
+    out: dict[str, ByProvider] = {}
+    held = stored.get("held") if isinstance(stored, Mapping) else None
+    for rp, consumers in (held or {}).items():
+        if rp not in owned or not isinstance(consumers, Mapping):
+            continue
+        for consumer, amounts in consumers.items():
+            out.setdefault(str(consumer), {})[str(rp)] = dict(amounts)
+    return out
+
+
+def assign_records(
+    contenders: Mapping[str, Collection[str]],
+    moving: Collection[str],
+    before: Mapping[str, ByProvider],
+) -> dict[str, str]:
+    """Which migration record explains which instance holding nothing here: one each.
+
+    nova's conductor gives each move its own record, so one record explains
+    one instance (issue 33, cases 3 and 4). Evidence decides who claims a
+    record first, never UUID order:
+
+    1. an instance last seen *moving* (its CPU and memory already on another
+       host at the last audit: a resize awaiting confirmation) claims its own;
+    2. then an instance that held here, at the last audit, exactly what the
+       record holds now, while the record held nothing here (the share moved
+       from the one to the other since);
+    3. then an instance with a single matching record nobody claimed.
+
+    Instances still contending for one record after that are not told apart
+    by any evidence: each is explained by it (nothing is written for them,
+    a drift the next audit sees once the move ends), never one at random.
+
+    Args:
+        contenders: ``{instance: records whose parts here match its share}``.
+        moving: instances the last audit found moving.
+        before: :func:`last_held`.
+
+    Returns:
+        ``{instance: its record}``.
+    """
+    assigned: dict[str, str] = {}
+    taken: set[str] = set()
+
+    def swapped(instance: str, record: str) -> bool:
+        return bool(before.get(instance)) and record not in before
+
+    tiers: tuple[Callable[[str, str], bool], ...] = (
+        lambda instance, _record: instance in moving,
+        swapped,
+        lambda _instance, _record: True,
+    )
+    claims: dict[str, list[str]] = {}
+    for tier in tiers:
+        claims = {}
+        for instance, records in contenders.items():
+            free = [r for r in records if r not in taken and tier(instance, r)]
+            if instance not in assigned and free:
+                claims.setdefault(free[0], []).append(instance)
+        for record, instances in claims.items():
+            if len(instances) == 1:
+                assigned[instances[0]] = record
+                taken.add(record)
+    for record, instances in claims.items():
+        if record not in taken:  # no evidence tells them apart: each may be its
+            assigned.update(dict.fromkeys(instances, record))
+    return assigned
 
 
 def drift_line(want: ByProvider, have: ByProvider) -> str:

@@ -116,8 +116,11 @@ class ListedInstances:
         its checks), the instance's consumer holds nothing anywhere while a
         consumer without type, of the instance's project and user, holds
         exactly its share here: healing it would make nova's claim merge
-        the source share into the destination's (``claim_resources``). One
-        ``GET /allocations/{consumer}`` per consumer whose amounts match.
+        the source share into the destination's (``claim_resources``). A
+        record matches what the instance held here at the last audit (or its
+        plan), and one record explains one instance, by evidence
+        (:func:`agent.tracker.evidence.assign_records`). One ``GET
+        /allocations/{consumer}`` per record assigned.
 
         Returns:
             ``{instance: why}`` for those found (they are *moving*).
@@ -127,18 +130,27 @@ class ListedInstances:
             for c, parts in view.held.items()
             if c not in present and c not in view.record.claims
         }
+        before = view.before
+        contenders: dict[str, list[str]] = {}
+        for consumer, want in missing.items():
+            shares = [want.on(view.owned), before.get(consumer)]
+            # Last seen moving: the records it may be are those unchanged since then.
+            was_moving = consumer in view.record.moving
+            contenders[consumer] = sorted(
+                c
+                for c, parts in others.items()
+                if parts in shares or (was_moving and before.get(c) == parts)
+            )
         found: dict[str, str] = {}
         owners: dict[str, ConsumerAllocations] = {}
-        for consumer, want in sorted(missing.items()):
-            share = want.on(view.owned)
-            for other in sorted(c for c, parts in others.items() if parts == share):
-                if other not in owners:
-                    owners[other] = self.report.get_allocations(other)
-                why = evidence.holds_its_share(owners[other], want, other)
-                if why:
-                    found[consumer] = why
-                    del others[other]
-                    break
+        for consumer, other in evidence.assign_records(
+            contenders, view.record.moving, before
+        ).items():
+            if other not in owners:
+                owners[other] = self.report.get_allocations(other)
+            why = evidence.holds_its_share(owners[other], missing[consumer], other)
+            if why:
+                found[consumer] = why
         return found
 
     def _here(
