@@ -7,14 +7,22 @@ those are the mdevs the domain still has here (docs/reshape.md).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Hashable, Mapping
+from typing import Any, Protocol
 
 from agent.model.allocations import ConsumerAllocations
 from agent.model.exceptions import ReshapeFailed
 
-if TYPE_CHECKING:
-    from agent.shape.reshape import ClassMove
+
+class ClassMove(Hashable, Protocol):
+    """What this module reads of :class:`agent.shape.reshape.ClassMove` (which imports it)."""
+
+    @property
+    def resource_class(self) -> str: ...
+
+    @property
+    def targets(self) -> tuple[str, ...]: ...
+
 
 Allocations = dict[str, dict[str, Any]]
 
