@@ -134,7 +134,7 @@ def refresh(
     changed: set[str] | None = set()
     for rp in sorted((cpu_providers & view.owned) - new):
         fresh = read(rp)
-        found = changed_consumers(record.held.get(rp), fresh)
+        found = _changed(record, rp, fresh)
         changed = None if found is None or changed is None else changed | found
         record.held[rp] = fresh
     devices = sorted(view.owned - cpu_providers - new)
@@ -182,6 +182,34 @@ def changed_consumers(
         if before is None or before != fresh.consumer_generations.get(consumer):
             changed.add(consumer)
     return changed
+
+
+def _changed(record: ConsumerRecord, rp: str, fresh: ProviderAllocations) -> set[str] | None:
+    """:func:`changed_consumers` of ``rp``; those another writer rewrote are no longer the
+    agent's own writes in ``record`` (:func:`rewritten`)."""
+    old = record.held.get(rp)
+    record.rewritten_by_others(rewritten(old, fresh))
+    return changed_consumers(old, fresh)
+
+
+def rewritten(old: ProviderAllocations | None, fresh: ProviderAllocations) -> set[str]:
+    """Consumers of ``old`` another writer wrote since: their amounts here changed, or
+    their consumer generation moved from one the record knew. The agent's own writes are
+    in the record before its next read (:mod:`agent.tracker.own_writes`), so they are not
+    among them, but a consumer nova re-creates with the same amounts (its generation
+    starts again) is not seen."""
+    if old is None:
+        return set()
+    return {
+        c
+        for c, amounts in old.consumers.items()
+        if c in fresh.consumers
+        and (
+            fresh.consumers[c] != amounts
+            or fresh.consumer_generations.get(c)
+            != old.consumer_generations.get(c, fresh.consumer_generations.get(c))
+        )
+    }
 
 
 def _follow_consumers(

@@ -273,6 +273,12 @@ class ConsumerRecord:
         if shared:
             self.shared[consumer] = {rp: dict(a) for rp, a in shared.items()}
 
+    def rewritten_by_others(self, consumers: Iterable[str]) -> None:
+        """Another writer wrote ``consumers`` since the agent did (issue 33, case 6): their
+        allocation is no longer the agent's own, so a momentary absence of the domain
+        does not release it at once (:meth:`removal_due`)."""
+        self.wrote.difference_update(consumers)
+
     def is_moving(self, consumer: str, why: str) -> None:
         """``consumer`` is listed here while nova holds its CPU and memory elsewhere."""
         self.moving.add(consumer)
