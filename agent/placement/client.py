@@ -198,6 +198,7 @@ class PlacementClient:
         *,
         json: Any = None,
         params: Mapping[str, Any] | None = None,
+        at_most: tuple[int, int] | None = None,
         **path_args: str,
     ) -> Any:
         """Send one request and return the decoded JSON body (None for 204).
@@ -209,6 +210,9 @@ class PlacementClient:
                 counted by it.
             json: request body.
             params: query parameters.
+            at_most: the highest microversion for this request (the
+                negotiated one when lower): a request whose meaning changes
+                at a later microversion (``POST /reshaper`` at 1.38).
             **path_args: values of the placeholders.
 
         Raises:
@@ -217,7 +221,10 @@ class PlacementClient:
             PlacementUnavailable: no answer, or 502/503/504, after the retries.
         """
         path = template.format(**path_args) if path_args else template
-        return self._send(method, template, path, json, params, self.microversion)
+        version = self.microversion
+        if at_most is not None and _version(version) > at_most:
+            version = "{}.{}".format(*at_most)
+        return self._send(method, template, path, json, params, version)
 
     def get(self, template: str, **kw: Any) -> Any:
         """``request("GET", ...)``."""

@@ -170,7 +170,7 @@ class Consumers:
     def remove_from(
         self,
         consumer: str,
-        providers: set[str],
+        providers: set[str] | Callable[[ConsumerAllocations], set[str]],
         keep_if: Callable[[ConsumerAllocations], bool] | None = None,
     ) -> bool:
         """Remove ``consumer``'s allocations on ``providers``, keeping the rest.
@@ -180,6 +180,10 @@ class Consumers:
         back itself. A consumer Placement does not know is fine.
 
         Args:
+            providers: the providers, or a function of what Placement holds
+                that names them (called on every read, so a part that went
+                with another writer's write in between is decided again: the
+                audit's *this host's share*).
             keep_if: called with what Placement holds (owner, type) just
                 before the write; True leaves the consumer alone (the audit's
                 guard for nova's untyped migration records).
@@ -192,11 +196,12 @@ class Consumers:
         """
 
         def edit(held: ConsumerAllocations) -> ConsumerAllocations | None:
-            if held.consumer_type == MIGRATION or not held.providers & providers:
+            ours = providers(held) if callable(providers) else providers
+            if held.consumer_type == MIGRATION or not held.providers & ours:
                 return None
             if keep_if is not None and keep_if(held):
                 return None
-            return held.with_allocations(held.without(providers))
+            return held.with_allocations(held.without(ours))
 
         return self.edit(consumer, edit)
 

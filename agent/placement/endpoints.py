@@ -220,14 +220,17 @@ def post_allocations(client: PlacementClient, body: dict[str, Any]) -> None:
     client.post(ALLOCATIONS, json=body)
 
 
-def post_reshaper(client: PlacementClient, body: dict[str, Any]) -> None:
-    """``POST /reshaper``: inventories and allocations in one transaction (1.30; 1.38 body).
+def post_reshaper(
+    client: PlacementClient, body: dict[str, Any], at_most: tuple[int, int] | None = None
+) -> None:
+    """``POST /reshaper``: inventories and allocations in one transaction (1.30).
 
     Args:
         body: ``{"inventories": {uuid: {"inventories", "resource_provider_generation"}},
             "allocations": {consumer: PUT /allocations body}}``.
+        at_most: the highest microversion to send it at (the negotiated one when lower).
     """
-    client.post(RESHAPER, json=body)
+    client.post(RESHAPER, json=body, at_most=at_most)
 
 
 def providers_created(client: PlacementClient) -> int:

@@ -283,10 +283,13 @@ class ReportClient:
     def remove_allocations_from(
         self,
         consumer: str,
-        providers: set[str],
+        providers: set[str] | Callable[[ConsumerAllocations], set[str]],
         keep_if: Callable[[ConsumerAllocations], bool] | None = None,
     ) -> bool:
         """Remove ``consumer``'s allocations on ``providers`` (this host's), keeping the rest.
+
+        ``providers`` may be a function of what Placement holds, called on each
+        read (:meth:`Consumers.remove_from`).
 
         An instance that moved to another host keeps its allocations there;
         a migration record is never touched, nor a consumer ``keep_if``

@@ -24,6 +24,17 @@ from agent.placement.writer import Flush, SyncResult, create_provider
 
 LOG = logging.getLogger(__name__)
 
+RESHAPER_VERSION = (1, 37)
+"""The microversion of ``POST /reshaper`` (at most; the negotiated one when lower).
+
+From 1.38 every consumer in the body must name a type and Placement sets it:
+an untyped consumer (nova writes its instances and migration records at
+1.28-1.36) cannot be written back untyped (``unknown`` is refused), so a
+reshape at 1.38 would type them all. nova's own reshape uses 1.30
+(``RESHAPER_VERSION``, nova/scheduler/client/report.py); 1.37 is the
+highest that keeps each consumer's type (:func:`reshaper_allocation`).
+"""
+
 
 def reshape(
     client: PlacementClient,
@@ -62,7 +73,7 @@ def reshape(
                 create_provider(client, flush.mirror, new_tree, uuid, result)
                 created.append((flush.mirror, uuid))
         body = reshaper_body(flushes, new_tree, allocations)
-        endpoints.post_reshaper(client, body)
+        endpoints.post_reshaper(client, body, RESHAPER_VERSION)
     except PlacementError as exc:
         _undo_created(client, created, result)
         names = ", ".join(f.nodename for f in flushes)
@@ -118,7 +129,7 @@ def reshaper_body(
             if mirror.exists(uuid):
                 inventories[uuid] = {
                     "inventories": inventory_body(new_tree.data(uuid).inventory),
-                    "resource_provider_generation": mirror.data(uuid).generation,
+                    "resource_provider_generation": _snapshot_generation(flush, uuid),
                 }
         for uuid in flush.diff.removed:
             if mirror.exists(uuid):
@@ -127,7 +138,7 @@ def reshaper_body(
                     "inventories": inventory_body(
                         {rc: i for rc, i in held.inventory.items() if rc not in elsewhere}
                     ),
-                    "resource_provider_generation": held.generation,
+                    "resource_provider_generation": _snapshot_generation(flush, uuid),
                 }
     return {
         "inventories": inventories,
@@ -135,6 +146,21 @@ def reshaper_body(
             consumer: reshaper_allocation(rec) for consumer, rec in allocations.items()
         },
     }
+
+
+def _snapshot_generation(flush: Flush, uuid: str) -> int | None:
+    """The generation ``uuid`` had in the snapshot the reshape was computed from.
+
+    The allocations moved were read after that snapshot: a write landing
+    since (nova's claim on the compute node) moved the generation, and the
+    reshaper must answer it with ``409 placement.concurrent_update`` (read
+    again, retry) rather than take a generation read later, just before the
+    POST (the vouched details' check, :meth:`Mirror.verify`), and fail on
+    the inventory the new claim uses (``placement.inventory.inuse``, final).
+    """
+    if flush.base.exists(uuid):
+        return flush.base.data(uuid).generation
+    return flush.mirror.data(uuid).generation
 
 
 def _undo_created(
@@ -157,9 +183,15 @@ def _undo_created(
 
 
 def reshaper_allocation(record: dict[str, Any]) -> dict[str, Any]:
-    """One consumer's ``GET /allocations`` body (spec shape) as ``POST /reshaper`` wants it.
+    """One consumer's ``GET /allocations`` body (spec shape) as ``POST /reshaper`` wants it
+    at :data:`RESHAPER_VERSION`.
 
-    Drops the per-provider ``generation`` the GET carries and fills
-    ``consumer_type`` (required from 1.38) when the record has none.
+    Drops the per-provider ``generation`` the GET carries and the consumer's
+    type: a reshape moves existing consumers, and below 1.38 Placement keeps
+    each one's type as it has it (``handlers/util.py`` ``update_consumers``
+    leaves the type alone when the request names none), so nova's untyped
+    consumers, migration records included, stay untyped.
     """
-    return ConsumerAllocations.from_placement(record).to_placement()
+    body = ConsumerAllocations.from_placement(record).to_placement()
+    body.pop("consumer_type", None)
+    return body

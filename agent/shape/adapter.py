@@ -115,6 +115,7 @@ class DriverAdapter:
         provider_tree: ProviderTree,
         nodename: str,
         allocations: dict[str, dict[str, Any]] | None = None,
+        sharing_provider_uuid: str | None = None,
     ) -> PlacedBy:
         """Edit ``provider_tree`` in place to show what ``nodename`` has now.
 
@@ -133,6 +134,9 @@ class DriverAdapter:
                 performed: ``{consumer_uuid: GET /allocations/{uuid} body}``
                 of every consumer of the tree, edited in place (spec:
                 reshape-provider-tree.txt, "Allocations Parameter").
+            sharing_provider_uuid: for a reshape, the shared-storage provider
+                the node's instances' DISK_GB goes to (their plan is
+                :meth:`expected_allocations`'s with it), None when none is.
 
         Returns:
             ``{consumer_uuid: "driver" | "rule"}``: how the reshape placed
@@ -150,7 +154,7 @@ class DriverAdapter:
             host,
             self.policy,
             allocations,
-            lambda tree: self.expected_allocations(tree, nodename),
+            lambda tree: self.expected_allocations(tree, nodename, sharing_provider_uuid),
             self.child_traits.setdefault(nodename, {}),
         )
 

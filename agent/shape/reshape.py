@@ -32,6 +32,9 @@ those classes:
   first in the tree), else each class is spread over the targets, most free
   first. Known consumers are placed first, then the others in UUID order,
   so the result does not depend on the order Placement listed them.
+- the VGPU of a consumer the driver does not know (nova's migration record)
+  follows its source domain's mdevs, or the reshape is refused as nova's is
+  (:func:`agent.shape.vgpu_sources.vgpu_sources`).
 - allocations on providers outside the tree (sharing providers) are kept.
 
 :func:`agent.shape.update.update_provider_tree` lays out, detects and
@@ -49,6 +52,7 @@ from typing import Any
 
 from agent.model.allocations import ConsumerAllocations
 from agent.model.provider_tree import ProviderTree
+from agent.shape.vgpu_sources import driver_split, vgpu_sources
 
 LOG = logging.getLogger(__name__)
 
@@ -167,21 +171,6 @@ def _add(record: dict[str, Any], provider: str, rc: str, amount: int) -> None:
     resources[rc] = resources.get(rc, 0) + amount
 
 
-def _driver_split(
-    expected: ConsumerAllocations | None, move: ClassMove, total: int
-) -> dict[str, int] | None:
-    """The driver's ``{provider: amount}`` of ``move``'s class, if it carries ``total``."""
-    if not expected:
-        return None
-    targets = set(move.targets)
-    split = {
-        rp: a[move.resource_class]
-        for rp, a in expected.allocations.items()
-        if rp in targets and a.get(move.resource_class)
-    }
-    return split if sum(split.values()) == total else None
-
-
 def reshape_allocations(
     allocations: Allocations,
     moves: Sequence[ClassMove],
@@ -215,12 +204,17 @@ def reshape_allocations(
     expected = expected or {}
     ledger = _Ledger.for_targets(allocations, moves, tree)
     held, stays = _take_moving_amounts(allocations, moves)
+    devices = vgpu_sources(allocations, held, expected)
     how: PlacedBy = {}
     strays: dict[str, dict[ClassMove, int]] = {}
     # Consumers the driver knows first, so the rule places the others around them.
-    for consumer in sorted(held, key=lambda c: (c not in expected, c)):
+    for consumer in sorted(held, key=lambda c: (c not in expected and c not in devices, c)):
         how[consumer], rest = _place_known(
-            consumer, held[consumer], stays[consumer], expected.get(consumer), ledger
+            consumer,
+            held[consumer],
+            stays[consumer],
+            expected.get(consumer, devices.get(consumer)),
+            ledger,
         )
         if rest:
             strays[consumer] = rest
@@ -273,7 +267,7 @@ def _place_known(
     how = "driver"
     rest: dict[ClassMove, int] = {}
     for move, total in held.items():
-        split = _driver_split(expected, move, total)
+        split = driver_split(expected, move, total)
         if split is None:
             if expected is not None:
                 LOG.warning(

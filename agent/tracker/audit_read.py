@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from agent.model.allocations import ByProvider, ProviderAllocations
+from agent.model.allocations import ByProvider, ConsumerAllocations, ProviderAllocations
 from agent.placement.report import ReportClient
 from agent.state.store import StateStore
+from agent.tracker import evidence
 from agent.tracker.consumer_record import ConsumerRecord
 from agent.tracker.own_writes import OwnWrites
 from agent.tracker.vouch import AllocationVouch
@@ -59,6 +60,10 @@ class AuditView:
         reads: providers whose allocations were read.
         own: the audit's own allocation writes of this cycle (kept per node,
             so nodes audited in parallel do not mix them).
+        before: ``{consumer: {provider: {rc: amount}}}`` on the owned
+            providers as the last audit saved them (``stored`` as given, before
+            this audit's saves): what each instance held here before
+            (:func:`agent.tracker.evidence.last_held`).
     """
 
     nodename: str
@@ -69,6 +74,10 @@ class AuditView:
     produces: frozenset[str] | None = None
     reads: int = 0
     own: OwnWrites = field(default_factory=OwnWrites)
+    before: dict[str, ByProvider] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.before = evidence.last_held(self.stored, self.owned)
 
     @cached_property
     def held(self) -> dict[str, ByProvider]:
@@ -125,7 +134,7 @@ def refresh(
     changed: set[str] | None = set()
     for rp in sorted((cpu_providers & view.owned) - new):
         fresh = read(rp)
-        found = changed_consumers(record.held.get(rp), fresh)
+        found = _changed(record, rp, fresh)
         changed = None if found is None or changed is None else changed | found
         record.held[rp] = fresh
     devices = sorted(view.owned - cpu_providers - new)
@@ -175,6 +184,34 @@ def changed_consumers(
     return changed
 
 
+def _changed(record: ConsumerRecord, rp: str, fresh: ProviderAllocations) -> set[str] | None:
+    """:func:`changed_consumers` of ``rp``; those another writer rewrote are no longer the
+    agent's own writes in ``record`` (:func:`rewritten`)."""
+    old = record.held.get(rp)
+    record.rewritten_by_others(rewritten(old, fresh))
+    return changed_consumers(old, fresh)
+
+
+def rewritten(old: ProviderAllocations | None, fresh: ProviderAllocations) -> set[str]:
+    """Consumers of ``old`` another writer wrote since: their amounts here changed, or
+    their consumer generation moved from one the record knew. The agent's own writes are
+    in the record before its next read (:mod:`agent.tracker.own_writes`), so they are not
+    among them, but a consumer nova re-creates with the same amounts (its generation
+    starts again) is not seen."""
+    if old is None:
+        return set()
+    return {
+        c
+        for c, amounts in old.consumers.items()
+        if c in fresh.consumers
+        and (
+            fresh.consumers[c] != amounts
+            or fresh.consumer_generations.get(c)
+            != old.consumer_generations.get(c, fresh.consumer_generations.get(c))
+        )
+    }
+
+
 def _follow_consumers(
     report: ReportClient,
     view: AuditView,
@@ -210,8 +247,9 @@ def _follow_consumers(
 def _follow_shared(view: AuditView, consumer: str, now: ByProvider, sharing: str) -> None:
     """``consumer``'s part on the sharing provider as it is now (:func:`_refresh_shared`'s rule)."""
     record = view.record
-    ours = consumer in record.instances or any(
-        consumer in record.held[rp].consumers for rp in view.owned if rp in record.held
+    held = ConsumerAllocations(allocations=now)
+    ours = bool(held.on(view.owned)) and sharing in evidence.this_hosts_share(
+        held, view.owned, view.tree, {sharing}
     )
     parts = {rp: a for rp, a in record.shared.get(consumer, {}).items() if rp != sharing}
     if sharing in now and ours:
@@ -271,9 +309,14 @@ def _shared_elsewhere(record: ConsumerRecord, sharing: str) -> bool:
 
 
 def _refresh_shared(report: ReportClient, view: AuditView, sharing: str) -> None:
-    """What this node's consumers hold on the sharing provider, as Placement has it."""
+    """What this node's consumers hold on the sharing provider, as Placement has it.
+
+    A consumer's part there is this host's share only while it holds something on
+    the host's own providers (its CPU and memory: :func:`agent.tracker.evidence.this_hosts_share`);
+    a listed instance nova moved elsewhere has its pool part go with the other host.
+    """
     record = view.record
-    ours = record.instances | set(view.held)
+    ours = set(view.held)
     found = _read(report, view, sharing).consumers
     for consumer in sorted(ours | set(record.shared)):
         parts = {rp: a for rp, a in record.shared.get(consumer, {}).items() if rp != sharing}

@@ -133,38 +133,7 @@ class ConsumerRecord:
     @classmethod
     def from_json(cls, doc: Mapping[str, Any] | None) -> ConsumerRecord:
         """Parse a stored record; anything malformed gives an empty record (re-read)."""
-        if not doc:
-            return cls()
-        try:
-            generations = {str(rp): int(g) for rp, g in doc["generations"].items()}
-            consumer_gens = doc.get("consumer_generations", {})
-            return cls(
-                instances={str(c) for c in doc["instances"]},
-                claims={str(c): float(t) for c, t in doc.get("claims", {}).items()},
-                gone={str(c) for c in doc.get("gone", [])},
-                moving={str(c) for c in doc.get("moving", [])},
-                unknown={str(c): float(t) for c, t in doc["unknown"].items()},
-                held={
-                    str(rp): ProviderAllocations(
-                        generations.get(rp),
-                        dict(clean_by_provider(consumers)),
-                        {str(c): g for c, g in consumer_gens.get(rp, {}).items()},
-                    )
-                    for rp, consumers in doc["held"].items()
-                },
-                shared={str(c): clean_by_provider(a) for c, a in doc.get("shared", {}).items()},
-                migrations={str(c) for c in doc.get("migrations", [])},
-                wrote={str(c) for c in doc.get("wrote", [])},
-                deferred={str(c) for c in doc.get("deferred", [])},
-                drift={str(c): str(d) for c, d in doc.get("drift", {}).items()},
-                statuses={
-                    str(c): ConsumerStatus(str(c), State(s["state"]), str(s["why"]), s["drift"])
-                    for c, s in doc.get("states", {}).items()
-                },
-            )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            LOG.warning("allocation audit state is unusable (%s); reading it from Placement", exc)
-            return cls()
+        return _parse(doc)
 
     def to_json(self) -> dict[str, Any]:
         """The record as stored in ``consumers/NODE.json``."""
@@ -297,6 +266,19 @@ class ConsumerRecord:
         self.wrote.add(consumer)
         self.moving.discard(consumer)
 
+    def holds_on_pools(self, consumer: str, shared: ByProvider) -> None:
+        """``consumer``, an instance here, holds ``shared`` outside the tree as Placement
+        has it now (its part on the pool nova chose, :func:`agent.tracker.evidence.on_held_pools`):
+        this host's share, compared without a read next time."""
+        if shared:
+            self.shared[consumer] = {rp: dict(a) for rp, a in shared.items()}
+
+    def rewritten_by_others(self, consumers: Iterable[str]) -> None:
+        """Another writer wrote ``consumers`` since the agent did (issue 33, case 6): their
+        allocation is no longer the agent's own, so a momentary absence of the domain
+        does not release it at once (:meth:`removal_due`)."""
+        self.wrote.difference_update(consumers)
+
     def is_moving(self, consumer: str, why: str) -> None:
         """``consumer`` is listed here while nova holds its CPU and memory elsewhere."""
         self.moving.add(consumer)
@@ -376,3 +358,40 @@ class ConsumerRecord:
         for status in self.statuses.values():
             counts[str(status.state)] += 1
         return counts
+
+
+def _parse(doc: Mapping[str, Any] | None) -> ConsumerRecord:
+    """A stored record (:meth:`ConsumerRecord.from_json`)."""
+    cls = ConsumerRecord
+    if not doc:
+        return cls()
+    try:
+        generations = {str(rp): int(g) for rp, g in doc["generations"].items()}
+        consumer_gens = doc.get("consumer_generations", {})
+        return cls(
+            instances={str(c) for c in doc["instances"]},
+            claims={str(c): float(t) for c, t in doc.get("claims", {}).items()},
+            gone={str(c) for c in doc.get("gone", [])},
+            moving={str(c) for c in doc.get("moving", [])},
+            unknown={str(c): float(t) for c, t in doc["unknown"].items()},
+            held={
+                str(rp): ProviderAllocations(
+                    generations.get(rp),
+                    dict(clean_by_provider(consumers)),
+                    {str(c): g for c, g in consumer_gens.get(rp, {}).items()},
+                )
+                for rp, consumers in doc["held"].items()
+            },
+            shared={str(c): clean_by_provider(a) for c, a in doc.get("shared", {}).items()},
+            migrations={str(c) for c in doc.get("migrations", [])},
+            wrote={str(c) for c in doc.get("wrote", [])},
+            deferred={str(c) for c in doc.get("deferred", [])},
+            drift={str(c): str(d) for c, d in doc.get("drift", {}).items()},
+            statuses={
+                str(c): ConsumerStatus(str(c), State(s["state"]), str(s["why"]), s["drift"])
+                for c, s in doc.get("states", {}).items()
+            },
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        LOG.warning("allocation audit state is unusable (%s); reading it from Placement", exc)
+        return cls()

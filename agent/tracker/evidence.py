@@ -14,7 +14,8 @@ domain still defined here is not evidence that this host should hold it.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any
 
 from agent.model.allocations import MIGRATION, UNKNOWN, ByProvider, ConsumerAllocations
 from agent.shape.planning import CPU_MEMORY_CLASSES
@@ -30,6 +31,87 @@ def cpu_memory_elsewhere(held: ConsumerAllocations, tree: Collection[str]) -> li
         for rp, amounts in held.allocations.items()
         if rp not in tree and CPU_MEMORY_CLASSES & set(amounts)
     )
+
+
+def this_hosts_share(
+    held: ConsumerAllocations, owned: Collection[str], tree: Collection[str], pools: Iterable[str]
+) -> set[str]:
+    """The providers of ``held`` whose part is this host's share (docs/service.md).
+
+    A part is this host's when it is on one of the host's own providers
+    (``owned``), or on a sharing provider (``pools``: those the record saw
+    it hold there) while its CPU and memory are not held by another compute
+    node: nova's candidates anchor a sharing provider's part to the compute
+    node that holds the CPU and memory (Placement's ``anchors_for_sharing_providers``),
+    so once another host holds them (a live migration's or resize's
+    destination claim, an evacuation's) the pool's part goes with that
+    host, and removing it would take the disk from under the instance
+    (issue 33, case 1). Nothing else is this host's.
+
+    Args:
+        held: the consumer's allocations as Placement holds them now.
+        owned: the node's providers the agent owns.
+        tree: every provider of the node's tree.
+        pools: providers outside the tree the record saw the consumer hold
+            as this host's.
+
+    Returns:
+        The providers whose part this host may remove or write.
+    """
+    ours = set(held.providers) & set(owned)
+    if not cpu_memory_elsewhere(held, tree):
+        ours |= set(held.providers) & (set(pools) - set(tree))
+    return ours
+
+
+def on_held_pools(want: ByProvider, have: ByProvider, tree: Collection[str]) -> ByProvider:
+    """``want`` with each class it plans outside the tree moved to the provider outside
+    the tree where ``have`` already holds that class.
+
+    A node in an aggregate with several pools plans DISK_GB on one of them
+    (:class:`agent.tracker.sharing.SharingProviders`), while nova's scheduler
+    may have put the instance's disk on another (any allocation candidate
+    that combines the compute node with a sharing provider): the class held
+    on any provider this node shares with counts as held, and what is
+    compared (or added) is the plan on that provider, never a second copy
+    (issue 33, case 2).
+
+    Args:
+        want: the plan ``{provider: {rc: amount}}``.
+        have: what the consumer holds (this host's share of it).
+        tree: every provider of the node's tree.
+
+    Returns:
+        The plan to compare with ``have``.
+    """
+    held_at = {rc: rp for rp, a in sorted(have.items(), reverse=True) if rp not in tree for rc in a}
+    out: ByProvider = {rp: dict(a) for rp, a in want.items() if rp in tree}
+    for rp, amounts in want.items():
+        if rp in tree:
+            continue
+        for rc, n in amounts.items():
+            out.setdefault(held_at.get(rc, rp), {})[rc] = n
+    return out
+
+
+def planned_part(
+    have: ByProvider, owned: Collection[str], produces: Collection[str] | None
+) -> ByProvider:
+    """``have`` without the classes the planner does not produce on the ``owned`` providers.
+
+    Such a class (a flavor's ``resources:CUSTOM_*`` on an inventory from a
+    provider config file) is nova's, held as it is: it is neither drift nor
+    rewritten (issue 33, case 5), and every write keeps it
+    (:func:`agent.model.allocations.merge_ours`). ``produces`` None: all are.
+    """
+    if produces is None:
+        return dict(have)
+    out: ByProvider = {}
+    for rp, amounts in have.items():
+        kept = {rc: n for rc, n in amounts.items() if rp not in owned or rc in produces}
+        if kept:
+            out[rp] = kept
+    return out
 
 
 def moving_reason(held: ConsumerAllocations, tree: Collection[str], owned: Iterable[str]) -> str:
@@ -66,6 +148,77 @@ def holds_its_share(holder: ConsumerAllocations, want: ConsumerAllocations, uuid
         f"its share here is held by consumer {uuid} of its project and user "
         "(nova's migration record): a move is being scheduled"
     )
+
+
+def last_held(stored: Mapping[str, Any], owned: Collection[str]) -> dict[str, ByProvider]:
+    """``{consumer: {provider: {rc: amount}}}`` on ``owned`` as the last audit saved it
+    (the stored record's ``held``): what each instance held here before this cycle."""
+    out: dict[str, ByProvider] = {}
+    held = stored.get("held") if isinstance(stored, Mapping) else None
+    for rp, consumers in (held or {}).items():
+        if rp not in owned or not isinstance(consumers, Mapping):
+            continue
+        for consumer, amounts in consumers.items():
+            out.setdefault(str(consumer), {})[str(rp)] = dict(amounts)
+    return out
+
+
+def assign_records(
+    contenders: Mapping[str, Collection[str]],
+    moving: Collection[str],
+    before: Mapping[str, ByProvider],
+) -> dict[str, str]:
+    """Which migration record explains which instance holding nothing here: one each.
+
+    nova's conductor gives each move its own record, so one record explains
+    one instance (issue 33, cases 3 and 4). Evidence decides who claims a
+    record first, never UUID order:
+
+    1. an instance last seen *moving* (its CPU and memory already on another
+       host at the last audit: a resize awaiting confirmation) claims its own;
+    2. then an instance that held here, at the last audit, exactly what the
+       record holds now, while the record held nothing here (the share moved
+       from the one to the other since);
+    3. then an instance with a single matching record nobody claimed.
+
+    Instances still contending for one record after that are not told apart
+    by any evidence: each is explained by it (nothing is written for them,
+    a drift the next audit sees once the move ends), never one at random.
+
+    Args:
+        contenders: ``{instance: records whose parts here match its share}``.
+        moving: instances the last audit found moving.
+        before: :func:`last_held`.
+
+    Returns:
+        ``{instance: its record}``.
+    """
+    assigned: dict[str, str] = {}
+    taken: set[str] = set()
+
+    def swapped(instance: str, record: str) -> bool:
+        return bool(before.get(instance)) and record not in before
+
+    tiers: tuple[Callable[[str, str], bool], ...] = (
+        lambda instance, _record: instance in moving,
+        swapped,
+        lambda _instance, _record: True,
+    )
+    claims: dict[str, list[str]] = {}
+    for tier in tiers:
+        claims = {}
+        for instance, records in contenders.items():
+            free = [r for r in records if r not in taken and tier(instance, r)]
+            if instance not in assigned and free:
+                claims.setdefault(free[0], []).append(instance)
+        for record, instances in claims.items():
+            if len(instances) == 1:
+                assigned[instances[0]] = record
+                taken.add(record)
+    for record, instances in claims.items():
+        if record not in taken:  # no evidence tells them apart: each may be its
+            assigned.update(dict.fromkeys(instances, record))
+    return assigned
 
 
 def drift_line(want: ByProvider, have: ByProvider) -> str:

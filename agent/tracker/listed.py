@@ -23,7 +23,7 @@ from agent.placement.report import ReportClient
 from agent.tracker import evidence
 from agent.tracker.audit_read import AuditView
 from agent.tracker.audit_result import AuditDraft, AuditResult, AuditRules, BulkWrites, failed
-from agent.tracker.consumer_record import State
+from agent.tracker.consumer_record import ConsumerRecord, State
 from agent.tracker.removal import ours_of
 
 LOG = logging.getLogger(__name__)
@@ -116,8 +116,11 @@ class ListedInstances:
         its checks), the instance's consumer holds nothing anywhere while a
         consumer without type, of the instance's project and user, holds
         exactly its share here: healing it would make nova's claim merge
-        the source share into the destination's (``claim_resources``). One
-        ``GET /allocations/{consumer}`` per consumer whose amounts match.
+        the source share into the destination's (``claim_resources``). A
+        record matches what the instance held here at the last audit (or its
+        plan), and one record explains one instance, by evidence
+        (:func:`agent.tracker.evidence.assign_records`). One ``GET
+        /allocations/{consumer}`` per record assigned.
 
         Returns:
             ``{instance: why}`` for those found (they are *moving*).
@@ -127,18 +130,27 @@ class ListedInstances:
             for c, parts in view.held.items()
             if c not in present and c not in view.record.claims
         }
+        before = view.before
+        contenders: dict[str, list[str]] = {}
+        for consumer, want in missing.items():
+            shares = [want.on(view.owned), before.get(consumer)]
+            # Last seen moving: the records it may be are those unchanged since then.
+            was_moving = consumer in view.record.moving
+            contenders[consumer] = sorted(
+                c
+                for c, parts in others.items()
+                if parts in shares or (was_moving and before.get(c) == parts)
+            )
         found: dict[str, str] = {}
         owners: dict[str, ConsumerAllocations] = {}
-        for consumer, want in sorted(missing.items()):
-            share = want.on(view.owned)
-            for other in sorted(c for c, parts in others.items() if parts == share):
-                if other not in owners:
-                    owners[other] = self.report.get_allocations(other)
-                why = evidence.holds_its_share(owners[other], want, other)
-                if why:
-                    found[consumer] = why
-                    del others[other]
-                    break
+        for consumer, other in evidence.assign_records(
+            contenders, view.record.moving, before
+        ).items():
+            if other not in owners:
+                owners[other] = self.report.get_allocations(other)
+            why = evidence.holds_its_share(owners[other], missing[consumer], other)
+            if why:
+                found[consumer] = why
         return found
 
     def _here(
@@ -157,6 +169,8 @@ class ListedInstances:
         want_here = {**want.on(managed), **want.without(view.owned)}
         have_here = {rp: a for rp, a in have.items() if rp in managed}
         have_here.update(record.shared.get(consumer, {}))
+        have_here = evidence.planned_part(have_here, view.owned, view.produces)
+        want_here = evidence.on_held_pools(want_here, have_here, view.tree)
         line = evidence.drift_line(want_here, have_here)
         if not line:
             record.in_step(consumer)
@@ -190,25 +204,25 @@ class ListedInstances:
         writes nothing; holding nothing here (or nowhere) is healed by the
         merging write; holding something here that differs is drift, written
         only when ``rewrite``, or with ``add`` when what it holds here is all
-        in the plan (the missing parts are added).
-
-        Returns:
-            The providers touched (empty when nothing was written).
+        in the plan (the missing parts are added). Returns the providers touched.
         """
         record = view.record
         decided: list[str] = []
         sent: list[ConsumerAllocations] = []
+        placed: list[ByProvider] = [want.without(view.owned)]
         managed = view.owned - set(keep)
 
         def edit(held: ConsumerAllocations) -> ConsumerAllocations | None:
             decided[:] = [evidence.moving_reason(held, view.tree, view.owned)]
-            have = {**held.on(managed), **held.on(set(want.without(view.owned)))}
-            missing_only = add and evidence.only_missing(want.allocations, have)
+            plan = _on_held_pools(want, held, view.tree)
+            placed[:] = [plan.without(view.owned)]
+            have = {**held.on(managed), **held.on(set(placed[0]))}
+            missing_only = add and evidence.only_missing(plan.allocations, have)
             if decided[0] or (have and not rewrite and not missing_only):
                 sent.clear()
                 return None
-            ours = ours_of(view, consumer)
-            sent[:] = [merge_ours(held, want, ours, keep, produces=view.produces)]
+            ours = ours_of(view, consumer) | set(placed[0])
+            sent[:] = [merge_ours(held, plan, ours, keep, produces=view.produces)]
             return sent[0]
 
         try:
@@ -217,16 +231,14 @@ class ListedInstances:
             failed(f"instance {consumer}: allocation not written", exc, result)
             return set()
         if decided and decided[0]:
-            if consumer not in record.moving:
-                LOG.info("instance %s: moving; nothing written (%s)", consumer, decided[0])
-            record.is_moving(consumer, decided[0])
-            result.moving.append(consumer)
+            self._moving(record, consumer, decided[0], result)
             return set()
         if not wrote or not sent:
             record.in_step(consumer)
+            record.holds_on_pools(consumer, placed[0])
             record.status(consumer, State.HERE, "listed; Placement already holds it here")
             return set()
-        record.written(consumer, want.without(view.owned))
+        record.written(consumer, placed[0])
         record.in_step(consumer)
         record.status(consumer, State.HERE, "listed; allocation written")
         result.written.append(consumer)
@@ -234,6 +246,14 @@ class ListedInstances:
         LOG.info("instance %s: allocation written (%s)", consumer, want.on(view.owned))
         self.checkpoint(view)
         return set(want.providers) | set(view.held.get(consumer, {}))
+
+    @staticmethod
+    def _moving(record: ConsumerRecord, consumer: str, why: str, result: AuditResult) -> None:
+        """``consumer`` is found *moving* (logged when it was not already)."""
+        if consumer not in record.moving:
+            LOG.info("instance %s: moving; nothing written (%s)", consumer, why)
+        record.is_moving(consumer, why)
+        result.moving.append(consumer)
 
     def write_missing(
         self,
@@ -291,3 +311,14 @@ def _without_kept(
     """What to write of each new consumer: nothing on providers kept as they are."""
     kept = set(keep)
     return {c: w.with_allocations(w.on(w.providers - kept)) for c, w in new.items()}
+
+
+def _on_held_pools(
+    want: ConsumerAllocations, held: ConsumerAllocations, tree: Iterable[str]
+) -> ConsumerAllocations:
+    """``want`` with its pool parts on the pools ``held`` has them on
+    (:func:`agent.tracker.evidence.on_held_pools`)."""
+    nodes = frozenset(tree)
+    return want.with_allocations(
+        evidence.on_held_pools(want.allocations, held.without(nodes), nodes)
+    )

@@ -31,6 +31,21 @@ def ours_of(view: AuditView, consumer: str) -> set[str]:
     return view.owned | set(view.record.shared.get(consumer, {}))
 
 
+def share_of(
+    view: AuditView, consumer: str, removed: set[str]
+) -> Callable[[ConsumerAllocations], set[str]]:
+    """What of ``consumer`` is this host's share, decided on each read of it
+    (:func:`agent.tracker.evidence.this_hosts_share`); ``removed`` gets the last answer."""
+    pools = set(view.record.shared.get(consumer, {}))
+
+    def share(held: ConsumerAllocations) -> set[str]:
+        removed.clear()
+        removed.update(evidence.this_hosts_share(held, view.owned, view.tree, pools))
+        return set(removed)
+
+    return share
+
+
 class Removals:
     """Removes what the audit's rules say must go (module docstring).
 
@@ -78,13 +93,16 @@ class Removals:
                 why = "no longer listed; nova wrote it: removed next audit unless nova does first"
                 record.status(consumer, State.GONE, why)
                 continue
+            share: set[str] = set()
             try:
-                removed = self.report.remove_allocations_from(consumer, ours_of(view, consumer))
+                removed = self.report.remove_allocations_from(
+                    consumer, share_of(view, consumer, share)
+                )
             except PlacementError as exc:
                 failed(f"consumer {consumer}: allocations not removed", exc, result)
                 record.status(consumer, State.GONE, "no longer listed; removal to be retried")
                 continue
-            view.own.removed(consumer, ours_of(view, consumer))
+            view.own.removed(consumer, share)
             if not removed and here:
                 # Still held here, yet nothing was removed: a migration record.
                 record.is_migration(consumer)
@@ -124,9 +142,11 @@ class Removals:
                 why[:] = [evidence.keep_unknown(held, protected, all_kept)]
                 return bool(why[0])
 
-            ours = view.owned | set(record.shared.get(consumer, {}))
+            ours: set[str] = set()
             try:
-                removed = self.report.remove_allocations_from(consumer, ours, guard)
+                removed = self.report.remove_allocations_from(
+                    consumer, share_of(view, consumer, ours), guard
+                )
             except PlacementError as exc:
                 failed(f"consumer {consumer}: allocations not removed", exc, result)
                 continue

@@ -268,8 +268,20 @@ def _lay_out(
     allocations = report.get_allocations_for_provider_tree(nodename)
     before = copy.deepcopy(allocations)
     tree = held.copy()
+    # The instances' plan knows the shared-storage pool of the node's aggregates, as the
+    # cycle's does (agent.tracker.sharing: the first by UUID); without it every instance
+    # on shared storage was logged "no sharing provider is associated".
+    pools = report.sharing_providers(set(held.data(nodename).aggregates), "DISK_GB")
     # A driver overriding update_provider_tree may return None (nova's contract): no report.
-    placed = driver.update_provider_tree(tree, nodename, allocations=allocations) or {}
+    placed = (
+        driver.update_provider_tree(
+            tree,
+            nodename,
+            allocations=allocations,
+            sharing_provider_uuid=pools[0] if pools else None,
+        )
+        or {}
+    )
     outcome = ReshapeOutcome(
         nodename, True, reason, dry_run=dry_run, attempts=attempts, tree=tree, placed_by=placed
     )

@@ -32,14 +32,16 @@ seconds (:mod:`agent.placement.mirror`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from agent.model.allocations import ProviderAllocations
 from agent.placement.report import ReportClient
 from agent.tracker.consumer_record import ConsumerRecord
 
 
-def explains(old: ProviderAllocations, fresh: ProviderAllocations) -> bool:
+def explains(
+    old: ProviderAllocations, fresh: ProviderAllocations, own: Collection[str] = ()
+) -> bool:
     """True when allocation writes account for every move from ``old`` to ``fresh``.
 
     Args:
@@ -47,6 +49,12 @@ def explains(old: ProviderAllocations, fresh: ProviderAllocations) -> bool:
             the generation the mirror's details are known at.
         fresh: ``GET /resource_providers/{uuid}/allocations`` now (microversion
             1.28 or later: with consumer generations).
+        own: consumers the agent itself may have written (the record's
+            instances and claims). A change of theirs the record does not hold
+            is a write of the agent's own its state does not record (killed
+            between the write and saving the record): the agent's bulk write
+            places many consumers per request, so it explains no move (issue
+            33, case 6); the details are read.
 
     Returns:
         True when the generation moved by no more than the consumers whose
@@ -60,7 +68,11 @@ def explains(old: ProviderAllocations, fresh: ProviderAllocations) -> bool:
         return False  # generations only grow: not the provider the record knew
     if fresh.consumers and not fresh.consumer_generations:
         return False  # a microversion before 1.28
-    written = sum(1 for c, amounts in fresh.consumers.items() if old.consumers.get(c) != amounts)
+    written = sum(
+        1
+        for c, amounts in fresh.consumers.items()
+        if old.consumers.get(c) != amounts and c not in own
+    )
     return moved <= written
 
 
@@ -110,7 +122,8 @@ class AllocationVouch:
         )
         found = self.report.pool.map(self.report.provider_allocations, comparable)
         out: dict[str, int | None] = dict.fromkeys(moved)
+        own = record.instances | set(record.claims)
         for uuid, fresh in zip(comparable, found, strict=True):
             self.read[uuid] = fresh
-            out[uuid] = fresh.generation if explains(record.held[uuid], fresh) else None
+            out[uuid] = fresh.generation if explains(record.held[uuid], fresh, own) else None
         return out

@@ -215,6 +215,54 @@ def test_resize_to_same_host(cloud):
     c.expect("resize on A confirmed", A=L, B=IDLE)
 
 
+@pytest.mark.parametrize("lost_first", [True, False], ids=["lost sorts first", "lost sorts last"])
+def test_one_record_explains_one_instance(cloud, lost_first):
+    """Issue 33, case 4: C's resize to B awaits confirmation (its migration record holds
+    its old share on A); D, of the same project, user and flavor, has lost its
+    allocation on A. C, already moving, claims its own record; D is healed, whichever
+    sorts first by UUID."""
+    c = cloud
+    first, last = sorted(str(uuid.uuid4()) for _ in range(2))
+    lost, resized = (first, last) if lost_first else (last, first)
+    mig = str(uuid.uuid4())
+    for inst in (resized, lost):
+        c.nova.schedule(inst, SMALL, c.node("A"))
+        c.hosts["A"].define(inst, SMALL)
+    c.cycle(watch=(resized, lost))
+    c.expect("C and D booted on A", A=usage(SMALL, SMALL), B=IDLE)
+    move_to_b(c, resized, mig)
+    c.cycle(watch=(resized, mig))
+    c.expect("C's resize A->B awaiting confirm", A=usage(SMALL, SMALL), B=L)
+    c.nova.client.delete_allocation_for_instance(c.nova.context, lost, force=True)
+    c.cycle(watch=(resized, mig))
+    c.expect("D's allocation healed, C's record untouched", A=usage(SMALL, SMALL), B=L)
+    assert c.holds(lost) == {"A": S} and c.holds(mig) == {"A": S}
+
+
+def test_a_momentary_absence_of_the_domain_releases_nothing(cloud):
+    """Issue 33, case 6: the agent once healed the instance (its allocation was lost);
+    later nova resizes it on the same host, writing its new allocation, and the domain is
+    redefined: a cycle lands while it is undefined. The allocation is nova's now (its
+    consumer generation moved since the agent's write), so one listing without the domain
+    does not release it (a second audit would): neither released nor written again."""
+    c, inst, mig = cloud, str(uuid.uuid4()), str(uuid.uuid4())
+    c.hosts["A"].define(inst, SMALL)  # no claim: the agent heals it (its own write)
+    for _ in range(2):
+        c.cycle(watch=())
+        c.expect("healed by the agent", A=S, B=IDLE)
+    c.nova.start_move(inst, mig, c.node("A"))
+    c.nova.schedule(inst, LARGE, c.node("A"))
+    c.hosts["A"].undefine(inst)
+    c.cycle(watch=(inst, mig))
+    c.expect("resize on A: the domain is being redefined", A=usage(SMALL, LARGE), B=IDLE)
+    c.hosts["A"].define(inst, LARGE)
+    c.cycle(watch=(inst, mig))
+    c.expect("resize on A awaiting confirm", A=usage(SMALL, LARGE), B=IDLE)
+    c.nova.confirm(inst, mig)
+    c.cycle(watch=(inst, mig))
+    c.expect("resize on A confirmed", A=L, B=IDLE)
+
+
 def test_agent_cycles_between_nova_reads_and_writes(cloud):
     """Both agents run a cycle just before every write nova sends, after the reads it took
     the consumers' generations from (the race nova's generations guard against): resize and

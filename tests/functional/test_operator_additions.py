@@ -131,6 +131,55 @@ def test_the_audit_never_drops_a_licence(tmp_path, served, rewrite):
     assert nova.refused == []
 
 
+@pytest.mark.parametrize("rewrite", [False, True])
+def test_a_class_the_planner_does_not_produce_is_held_not_drift(tmp_path, served, rewrite):
+    """Issue 33, case 5: an allocation exactly as nova meant it, with the flavor's licence,
+    is neither drift (``show --check`` exited 3 for ever) nor rewritten every cycle with
+    ``rewrite_differing_allocations`` (nova's consumer generation moved each time)."""
+    host = licensed_host(tmp_path, served, rewrite_differing_allocations=rewrite)
+    assert host.cycle().ok
+    nova = Nova(served.url, PROJECT, USER)
+    inst = str(uuid.uuid4())
+    nova.schedule(inst, WINDOWS, host.nodename)
+    host.define(inst, WINDOWS)
+    generation = http_get(served.url, f"/allocations/{inst}")["consumer_generation"]
+    for _ in range(3):
+        outcome = host.cycle()
+        assert outcome.ok
+    status = host.tracker.audit.record(host.nodename).statuses[inst]
+    assert (status.state, status.drift) == ("instance here", "")
+    assert http_get(served.url, f"/allocations/{inst}")["consumer_generation"] == generation
+    assert nova.refused == []
+
+
+def test_the_conductors_window_for_an_instance_whose_allocation_is_not_the_plan(tmp_path, served):
+    """Issue 33, case 3: the licence makes the instance's allocation differ from the plan;
+    the conductor moves it to the migration record before the scheduler's claim. The
+    record holds what the instance held here at the last audit: the instance is *moving*,
+    not healed (nova's claim would merge the heal into the destination's)."""
+    host = licensed_host(tmp_path, served)
+    assert host.cycle().ok
+    nova = Nova(served.url, PROJECT, USER)
+    inst, mig = str(uuid.uuid4()), str(uuid.uuid4())
+    nova.schedule(inst, WINDOWS, host.nodename)
+    host.define(inst, WINDOWS)
+    for _ in range(2):
+        assert host.cycle().ok
+    nova.start_move(inst, mig, host.nodename)
+    generation = http_get(served.url, f"/allocations/{inst}").get("consumer_generation")
+    for _ in range(2):
+        assert host.cycle().ok
+    assert http_get(served.url, f"/allocations/{inst}")["allocations"] == {}
+    assert http_get(served.url, f"/allocations/{inst}").get("consumer_generation") == generation
+    status = host.tracker.audit.record(host.nodename).statuses[inst]
+    assert status.state == "moving"
+    nova.abort_move(inst, mig, host.nodename)
+    assert host.cycle().ok
+    root = nova.root(host.nodename)
+    held = http_get(served.url, f"/allocations/{inst}")["allocations"][root]["resources"]
+    assert held == WINDOWS.resources() and nova.refused == []
+
+
 DRIVER_CLASS = """\
 meta: {schema_version: '1.0'}
 providers:

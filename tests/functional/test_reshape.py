@@ -13,18 +13,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from agent.model.exceptions import ReshapeFailed
 from agent.placement.report import ReportClient
 from agent.shape.adapter import adapt
 from agent.state.store import StateStore
+from agent.tracker.cycle import ResourceTracker
 from agent.tracker.reshape import reshape_node
 from drivers.fake import FakeDriver
 from drivers.records import vf_addresses
 from tests.helpers.conf import make_conf
 from tests.helpers.hosts import HostDescription
 from tests.helpers.names import unique
-from tests.helpers.placement_http import http, http_get, put_allocations
+from tests.helpers.nova_client import Flavor, Nova
+from tests.helpers.placement_http import HEADERS, call, http, http_get, put_allocations
 from tests.helpers.placement_snapshot import amounts, class_totals, inventories, snapshot
 from tests.helpers.served import ServedPlacement
 from tests.helpers.service import run_cli
@@ -189,8 +192,13 @@ def test_vgpus_move_to_their_gpu_with_every_allocation(embedded, tmp_path):
     base = embedded.url
     report = new_report(embedded, tmp_path)
     root = old_vgpu_shape(base, tmp_path, name, report)
-    migration = str(uuidlib.uuid4())  # a consumer the driver does not know
-    put_allocations(base, migration, {root: {"VCPU": 2, "MEMORY_MB": 1024, "VGPU": 2}})
+    # I2 resizes to another host: nova's migration record (untyped, I2's project and user)
+    # holds its share here, its own consumer the destination's; its domain and mdev M2
+    # (on GPU A) are still here.
+    migration = str(uuidlib.uuid4())
+    http(base, "DELETE", f"/allocations/{I2}")
+    held = {root: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 10, "VGPU": 1}}
+    as_nova(base, migration, held, "p1", "u1")
     before = snapshot(base, root)
 
     driver = driver_for(tmp_path, write_host(tmp_path, name))
@@ -207,19 +215,52 @@ def test_vgpus_move_to_their_gpu_with_every_allocation(embedded, tmp_path):
     assert inv[f"{name}_pci_{GPU_B}"] == {"VGPU": 4}  # 1 mdev + 3 available
     got = amounts(after)
     assert got[I1][f"{name}_pci_{GPU_A}"] == {"VGPU": 1}
-    assert got[I2][f"{name}_pci_{GPU_A}"] == {"VGPU": 1}
     assert got[I3][f"{name}_pci_{GPU_B}"] == {"VGPU": 1}
-    # unknown consumer: whole to the GPU with the most free (A: 2 left, B: 3 left)
+    # the migration record's vGPU follows the source domain's mdev (GPU A), not the GPU
+    # with the most free (B: 3 left, A: 2); issue 33, case 8
     assert got[migration] == {
-        name: {"VCPU": 2, "MEMORY_MB": 1024},
-        f"{name}_pci_{GPU_B}": {"VGPU": 2},
+        name: {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 10},
+        f"{name}_pci_{GPU_A}": {"VGPU": 1},
     }
-    assert outcome.placed_by[migration] == "rule" and outcome.placed_by[I1] == "driver"
+    assert outcome.placed_by[migration] == "driver" and outcome.placed_by[I1] == "driver"
+    # nova's untyped record stays untyped (the reshaper goes at 1.37, without types)
+    assert http_get(base, f"/allocations/{migration}")["consumer_type"] == "unknown"
     # nothing lost or doubled, and the rest of each allocation untouched
     assert class_totals(after) == class_totals(before)
     assert got[I4] == amounts(before)[I4] and got[I5] == amounts(before)[I5]
     # the next start-up has nothing to do
     assert reshape_node(report, adapt(driver), name).needed is False
+
+
+def as_nova(base: str, consumer: str, per_rp: dict[str, dict[str, int]], project: str, user: str):
+    """A new consumer's allocations as nova writes them: at microversion 1.36, untyped."""
+    body = {
+        "allocations": {rp: {"resources": r} for rp, r in per_rp.items()},
+        "project_id": project,
+        "user_id": user,
+        "consumer_generation": None,
+    }
+    headers = {**HEADERS, "OpenStack-API-Version": "placement 1.36"}
+    resp = requests.put(f"{base}/allocations/{consumer}", json=body, headers=headers, timeout=10)
+    assert resp.status_code == 204, resp.text
+
+
+def test_a_vgpu_no_domain_here_explains_refuses_the_reshape(embedded, tmp_path):
+    """A consumer holding VGPU that no domain listed here explains (another owner's, no
+    mdev free of its own consumer): the reshape is refused, as nova's own
+    (``_get_assigned_mdevs_for_reshape``), and Placement is unchanged."""
+    name = unique("vgpu")
+    base = embedded.url
+    report = new_report(embedded, tmp_path)
+    root = old_vgpu_shape(base, tmp_path, name, report)
+    stray = str(uuidlib.uuid4())
+    put_allocations(base, stray, {root: {"VCPU": 2, "MEMORY_MB": 1024, "VGPU": 2}})
+    before = snapshot(base, root)
+    driver = driver_for(tmp_path, write_host(tmp_path, name))
+    with pytest.raises(ReshapeFailed, match=f"consumer {stray} holds VGPU 2"):
+        reshape_node(report, adapt(driver), name)
+    after = snapshot(base, root)
+    assert inventories(after) == inventories(before) and amounts(after) == amounts(before)
 
 
 # -- 2. flat to NUMA, and back ----------------------------------------------------------
@@ -337,20 +378,22 @@ def test_a_concurrent_allocation_on_a_moving_provider_is_moved_too(embedded, tmp
     base = embedded.url
     report = new_report(embedded, tmp_path)
     root = old_vgpu_shape(base, tmp_path, name, report)
+    http(base, "DELETE", f"/allocations/{I2}")  # I2 is being moved off this host
     before = snapshot(base, root)
     intruder = str(uuidlib.uuid4())
 
     def another_service(n: int) -> None:
         if n == 1:  # after the agent read tree and allocations, before its write
-            put_allocations(base, intruder, {root: {"VGPU": 1, "MEMORY_MB": 512}})
+            # nova's conductor: I2's migration record (its vGPU is mdev M2's, on GPU A)
+            as_nova(base, intruder, {root: {"VGPU": 1, "MEMORY_MB": 512}}, "p1", "u1")
 
     calls = hook_reshaper(report, another_service)
     outcome = reshape_node(report, adapt(driver_for(tmp_path, write_host(tmp_path, name))), name)
     assert calls == [1, 2] and outcome.attempts == 2 and outcome.reshaped
     after = snapshot(base, root)
     got = amounts(after)
-    # moved with the rest: GPU A has 2 free, GPU B 3 -> B; not lost, not doubled
-    assert got[intruder] == {name: {"MEMORY_MB": 512}, f"{name}_pci_{GPU_B}": {"VGPU": 1}}
+    # moved with the rest, to its source domain's GPU; not lost, not doubled
+    assert got[intruder] == {name: {"MEMORY_MB": 512}, f"{name}_pci_{GPU_A}": {"VGPU": 1}}
     expected_totals = {**class_totals(before), intruder: {"VGPU": 1, "MEMORY_MB": 512}}
     assert class_totals(after) == expected_totals
     usages = {
@@ -358,7 +401,7 @@ def test_a_concurrent_allocation_on_a_moving_provider_is_moved_too(embedded, tmp
         for u, p in after["providers"].items()
     }
     assert usages[name].get("VGPU", 0) == 0
-    assert usages[f"{name}_pci_{GPU_A}"]["VGPU"] + usages[f"{name}_pci_{GPU_B}"]["VGPU"] == 4
+    assert usages[f"{name}_pci_{GPU_A}"]["VGPU"] + usages[f"{name}_pci_{GPU_B}"]["VGPU"] == 3
 
 
 def test_conflicts_on_every_attempt_fail_and_leave_placement_as_it_was(embedded, tmp_path):
@@ -533,7 +576,6 @@ def test_a_start_up_reshape_discovers_the_host_once_and_reads_the_tree_once(
 ):
     """The tracker's start-up cycle over a flat -> NUMA reshape (issue #12: it used to
     discover the host four times and read the tree three times)."""
-    from agent.tracker.cycle import ResourceTracker
 
     name = unique("once")
     host = write_host(tmp_path, name)
@@ -573,3 +615,136 @@ def test_a_start_up_reshape_discovers_the_host_once_and_reads_the_tree_once(
     assert reads == [name]
     # the read, the generations after POST /reshaper, the ordinary flush's check
     assert len(listings) == 3
+
+
+# -- beside nova 34's own claims (issue 33, case 8) ---------------------------------------
+#
+# A flat host runs the agent (state kept), then restarts with NUMA in Placement: its start-up
+# cycle must reshape. nova's ``SchedulerReportClient`` (tests/helpers/nova_client.py) claims
+# a new instance on the compute node between the agent's read of the tree's allocations and
+# its ``POST /reshaper``, once or on every attempt.
+
+TINY = Flavor(vcpus=1, memory_mb=512, root_gb=1)
+
+
+def flat_then_numa(embedded: Any, tmp_path: Path, nova: Nova) -> tuple[str, ResourceTracker, Any]:
+    """The flat host's agent cycles twice (its instances healed, state kept); nova claims an
+    instance while it is down (the root's generation moves: the restart vouches for its
+    details, and reads them again before writing); then a new agent on the same state
+    directory with NUMA in Placement: ``(name, tracker, report)``."""
+    name = unique("race")
+    host = write_host(tmp_path, name)
+    state = tmp_path / "state"
+    flat = driver_for(tmp_path, host)
+    tracker = ResourceTracker(flat.conf, flat, new_report(embedded, tmp_path), StateStore(state))
+    for startup in (True, False):
+        assert tracker.update_available_resource(startup).ok
+    nova.schedule(str(uuidlib.uuid4()), TINY, name)
+    numa = driver_for(tmp_path, host, numa=True)
+    report = new_report(embedded, tmp_path)
+    return name, ResourceTracker(numa.conf, numa, report, StateStore(state)), report
+
+
+def claim_after_reading(report: Any, nova: Nova, name: str, every: bool) -> list[str]:
+    """nova claims a new instance on ``name`` just after the agent reads the tree's
+    allocations for its reshape (the first time, or ``every`` time); the claimed UUIDs."""
+    claimed: list[str] = []
+    real = report.get_allocations_for_provider_tree
+
+    def read(nodename: str) -> dict[str, Any]:
+        got = real(nodename)
+        if every or not claimed:
+            claimed.append(str(uuidlib.uuid4()))
+            nova.schedule(claimed[-1], TINY, name)
+        return got
+
+    report.get_allocations_for_provider_tree = read
+    return claimed
+
+
+def consumer_type(base: str, consumer: str) -> str:
+    """The consumer's type as Placement holds it (``unknown``: none, as nova writes at 1.36)."""
+    return http_get(base, f"/allocations/{consumer}")["consumer_type"]
+
+
+def test_a_claim_between_the_read_and_the_reshaper_is_read_again(embedded, tmp_path):
+    """The POST carries the generations of the snapshot it was computed from: nova's claim
+    is a conflict, read again and moved with the rest (it used to end the agent, exit 5,
+    on Placement's ``inventory in use``). nova's untyped consumer stays untyped."""
+    nova = Nova(embedded.url, "p-nova", "u-nova")
+    name, tracker, report = flat_then_numa(embedded, tmp_path, nova)
+    claimed = claim_after_reading(report, nova, name, every=False)
+
+    outcome = tracker.update_available_resource(startup=True)
+
+    assert outcome.ok and outcome.nodes[0].sync.reshaped
+    root = root_of(embedded.url, name)
+    got = amounts(snapshot(embedded.url, root))
+    (inst,) = claimed
+    cells = {rp for rp in got[inst] if rp.startswith(f"{name}_NUMA")}
+    assert len(cells) == 1 and got[inst][cells.pop()] == {"VCPU": 1, "MEMORY_MB": 512}
+    assert got[inst][name] == {"DISK_GB": 1}
+    assert consumer_type(embedded.url, inst) == "unknown"
+    assert not nova.refused
+
+
+def test_claims_on_every_attempt_end_with_a_clear_error_and_placement_unchanged(embedded, tmp_path):
+    nova = Nova(embedded.url, "p-nova", "u-nova")
+    name, tracker, report = flat_then_numa(embedded, tmp_path, nova)
+    root = root_of(embedded.url, name)
+    before = inventories(snapshot(embedded.url, root))
+    claimed = claim_after_reading(report, nova, name, every=True)
+
+    with pytest.raises(ReshapeFailed, match="still conflicting after 3 attempts"):
+        tracker.update_available_resource(startup=True)
+
+    assert len(claimed) == 3
+    after = snapshot(embedded.url, root)
+    assert inventories(after) == before
+    for inst in claimed:
+        assert amounts(after)[inst] == {name: TINY.resources()}
+
+
+def shared_host(name: str) -> HostDescription:
+    """:func:`tests.functional.test_reshape.reshape_host` on shared storage."""
+    return reshape_host(name).set("shared_storage", True)
+
+
+def test_a_start_up_reshape_on_shared_storage_plans_disks_on_the_pool(embedded, tmp_path, caplog):
+    """A host in an aggregate with a sharing provider reshapes at start-up (flat -> NUMA):
+    the plan the reshape asks of the driver knows the pool, so no instance is logged as
+    "no sharing provider is associated" while one is (it was, once per instance)."""
+    name = unique("pool")
+    host = write_host(tmp_path, name, shared_host)
+    state = tmp_path / "state"
+    flat = driver_for(tmp_path, host)
+    tracker = ResourceTracker(flat.conf, flat, new_report(embedded, tmp_path), StateStore(state))
+    assert tracker.update_available_resource(True).ok
+    pool = add_pool(embedded.url, root_of(embedded.url, name))
+    assert tracker.update_available_resource(False).ok
+    numa = driver_for(tmp_path, host, numa=True)
+    tracker = ResourceTracker(numa.conf, numa, new_report(embedded, tmp_path), StateStore(state))
+    caplog.clear()
+    on_pool = http_get(embedded.url, f"/resource_providers/{pool}/usages")["usages"]
+
+    outcome = tracker.update_available_resource(startup=True)
+
+    assert outcome.ok and outcome.nodes[0].sync.reshaped
+    assert "no sharing provider" not in caplog.text
+    assert http_get(embedded.url, f"/resource_providers/{pool}/usages")["usages"] == on_pool
+
+
+def add_pool(base: str, root: str) -> str:
+    """A sharing provider of DISK_GB in one aggregate with ``root`` (plain HTTP); its UUID."""
+    aggregate = str(uuidlib.uuid4())
+    uuid = call(base, "POST", "/resource_providers", {"name": unique("pool")})["uuid"]
+    for rp, path, body in (
+        (uuid, "inventories", {"inventories": {"DISK_GB": {"total": 10_000}}}),
+        (uuid, "traits", {"traits": ["MISC_SHARES_VIA_AGGREGATE"]}),
+        (uuid, "aggregates", {"aggregates": [aggregate]}),
+        (root, "aggregates", {"aggregates": [aggregate]}),
+    ):
+        generation = http_get(base, f"/resource_providers/{rp}")["generation"]
+        body["resource_provider_generation"] = generation
+        call(base, "PUT", f"/resource_providers/{rp}/{path}", body)
+    return uuid

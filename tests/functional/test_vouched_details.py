@@ -17,6 +17,7 @@ same interval) is produced for real with ``POST /allocations``.
 
 from __future__ import annotations
 
+import shutil
 import uuid as uuidlib
 from collections import Counter
 
@@ -26,6 +27,7 @@ import requests
 from agent.placement.report import ReportClient
 from agent.state.store import StateStore
 from agent.tracker.cycle import ResourceTracker
+from tests.helpers.faults import Killed, kill_at, matching
 from tests.helpers.placement_http import HEADERS, http_get
 from tests.helpers.tracker import PROJECT, USER, Setup
 
@@ -220,3 +222,40 @@ def test_the_agents_own_write_and_a_claim_in_one_interval(setup):
     # the claim's consumer, and the agent's own: Placement answers its write with 204 and
     # no consumer generation, so the record cannot tell it unchanged
     assert counts[("GET", "/allocations/{consumer}")] == 2
+
+
+def test_a_write_of_its_own_the_state_does_not_record_explains_nothing(setup, tmp_path, embedded):
+    """Issue 33, case 6: the agent writes two new instances on a cell in one ``POST
+    /allocations`` (one generation move) and is killed before its record says so; an
+    operator then adds a trait to the cell. After the restart the two new consumers must
+    not explain both moves (the trait was hidden): they are the agent's own, written in
+    requests its state does not count."""
+    s = setup
+    s.driver.unsubscribe(s.tracker.handle_event)
+    name = f"{s.nodename}_NUMA0"
+    cell = s.uuid(name)
+    for n in (9, 10):
+        s.host.add(
+            "instances",
+            {
+                "uuid": s.inst(n),
+                "name": f"new-{n}",
+                "project_id": PROJECT,
+                "user_id": USER,
+                "flavor": {"name": "m1.small", "vcpus": 1, "memory_mb": 512, "root_gb": 1},
+                "numa_cells": [0],
+            },
+        )
+    s.host.write(s.host_path)
+    s.driver.reload()
+    at_kill = tmp_path / "at-kill"
+    kill_at(s.client, 1, matching("POST", "/allocations"), s.state.path, at_kill, "after")
+    with pytest.raises(Killed):
+        s.cycle()
+    operator_trait(s, cell)
+    shutil.rmtree(s.state.path)
+    shutil.copytree(at_kill, s.state.path)
+    report = ReportClient(embedded.client(), StateStore(s.state.path))
+    tracker = ResourceTracker(s.conf, s.driver, report, report.state)
+    assert tracker.update_available_resource(False).ok
+    assert TRAIT in report.mirror.tree(s.nodename).data(name).traits

@@ -114,6 +114,8 @@ class Nova:
         context: nova's admin ``RequestContext`` (``nova.context.get_admin_context``: the
             scheduler and conductor run with an admin context; no policy file is read).
         refused: every answer of 400 or above Placement gave nova.
+        shared_storage: the hosts share storage pools: :meth:`schedule` asks without
+            ``in_tree`` (which would leave the pools out) and keeps the host's candidates.
 
     nova's calls raise what nova raises (``AllocationUpdateFailed``, ``AllocationMoveFailed``,
     ``NoValidHost``...); a call nova answers with a false result raises
@@ -130,6 +132,7 @@ class Nova:
         )
         self.client = report.SchedulerReportClient(adapter=self.adapter)
         self.context = nova_context.get_admin_context()
+        self.shared_storage = False
         # nova's compute manager and resource tracker methods that write allocations use
         # only these attributes of ``self``: the methods run unchanged on this stand-in.
         self._compute = types.SimpleNamespace(reportclient=self.client)
@@ -146,7 +149,12 @@ class Nova:
         return found[0]["uuid"]
 
     def schedule(
-        self, instance: str, flavor: Flavor, nodename: str, project_id: str | None = None
+        self,
+        instance: str,
+        flavor: Flavor,
+        nodename: str,
+        project_id: str | None = None,
+        via: str | None = None,
     ) -> None:
         """The scheduler places ``instance`` on ``nodename``: boot, unshelve, the destination
         of a resize, a migration or an evacuation.
@@ -163,6 +171,8 @@ class Nova:
 
         Args:
             project_id: the instance's project (default: this nova's ``project_id``).
+            via: the first candidate that uses this provider (a shared-storage pool) is
+                claimed, as a weigher might prefer it (default: the first candidate).
 
         Raises:
             NovaCallFailed: no candidate, or the claim answered false.
@@ -181,10 +191,18 @@ class Nova:
         with mock.patch.object(request_filter, "_should_filter_by_owner", return_value=True):
             request_filter.owner_nova_filter(self.context, spec)
         request = scheduler_utils.ResourceRequest.from_request_spec(spec)
-        request.get_request_group(None).in_tree = self.root(nodename)
+        root = self.root(nodename)
+        if not self.shared_storage:
+            request.get_request_group(None).in_tree = root
         candidates, _summaries, version = self.client.get_allocation_candidates(
             self.context, request
         )
+        # Placement leaves sharing providers out of an ``in_tree`` request (research_context
+        # ``_get_trees_matching_all``): with shared storage nova's scheduler asks without it
+        # and its host filters pick the node; here, the candidates rooted at ``nodename``.
+        candidates = [c for c in candidates if root in c["allocations"]]
+        if via is not None:
+            candidates = [c for c in candidates if via in c["allocations"]]
         if not candidates:
             raise NovaCallFailed(f"no allocation candidate on {nodename} for {flavor}")
         claimed = scheduler_utils.claim_resources(

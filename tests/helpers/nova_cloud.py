@@ -22,7 +22,7 @@ from tests.helpers.conf import make_conf
 from tests.helpers.hosts import HostDescription
 from tests.helpers.names import unique
 from tests.helpers.nova_client import Flavor, Nova
-from tests.helpers.placement_http import http_get
+from tests.helpers.placement_http import call, http_get
 
 PROJECT = "5d1f0c4e2a3b4c6d8e9f0a1b2c3d4e5f"
 USER = "9e8d7c6b5a4f43218765fedcba987654"
@@ -30,6 +30,9 @@ USER = "9e8d7c6b5a4f43218765fedcba987654"
 
 SIZE = {"VCPU": 16, "MEMORY_MB": 32768, "DISK_GB": 200}
 """Each host's capacity (flat: no NUMA children, local disk)."""
+
+POOL_DISK_GB = 10_000
+"""Each shared-storage pool's DISK_GB (:meth:`Cloud._pool`)."""
 
 SMALL = Flavor(vcpus=2, memory_mb=2048, root_gb=10)
 LARGE = Flavor(vcpus=4, memory_mb=4096, root_gb=20)
@@ -47,9 +50,12 @@ class Host:
         domains: ``{instance UUID: (flavor, project)}`` of the domains defined on the host now.
     """
 
-    def __init__(self, workdir: Path, placement: Any, label: str, **groups: Any) -> None:
+    def __init__(
+        self, workdir: Path, placement: Any, label: str, shared: bool = False, **groups: Any
+    ) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.label = label
+        self.shared = shared
         self.nodename = unique(f"nova-{label.lower()}")
         self.domains: dict[str, tuple[Flavor, str]] = {}
         self.host_path = workdir / "host.yaml"
@@ -92,6 +98,7 @@ class Host:
                 "cpu": {"vcpus": SIZE["VCPU"]},
                 "memory_mb": SIZE["MEMORY_MB"],
                 "disk_gb": SIZE["DISK_GB"],
+                "shared_storage": self.shared,
                 "instances": [
                     {
                         "uuid": uuid,
@@ -142,15 +149,47 @@ class Cloud:
             consumer whose generation moved across one agent cycle.
     """
 
-    def __init__(self, workdir: Path, placement: Any, **groups: Any) -> None:
+    def __init__(self, workdir: Path, placement: Any, pools: int = 0, **groups: Any) -> None:
         self.base = placement.url
+        shared = pools > 0
         self.hosts = {
-            label: Host(workdir / label, placement, label, **groups) for label in ("A", "B")
+            label: Host(workdir / label, placement, label, shared, **groups) for label in ("A", "B")
         }
         for host in self.hosts.values():
             host.cycle()
         self.nova = Nova(self.base, PROJECT, USER)
         self.touched: list[tuple[str, str, int | None, int | None]] = []
+        self.nova.shared_storage = shared
+        self.pools = [self._pool(n) for n in range(pools)]
+        if self.pools:
+            for host in self.hosts.values():
+                host.cycle()  # each finds the pools of its aggregate
+
+    def _pool(self, n: int) -> str:
+        """A shared-storage pool as an operator adds one: a provider sharing DISK_GB
+        (:data:`POOL_DISK_GB`) by aggregate, in one aggregate with both compute nodes
+        (resource-providers-allocations.txt, shared storage). Plain HTTP; its UUID."""
+        aggregate = "aaaaaaaa-0000-4000-8000-00000000000a"
+        uuid = call(self.base, "POST", "/resource_providers", {"name": unique(f"pool-{n}")})["uuid"]
+        for path, body in (
+            ("inventories", {"inventories": {"DISK_GB": {"total": POOL_DISK_GB}}}),
+            ("traits", {"traits": ["MISC_SHARES_VIA_AGGREGATE"]}),
+            ("aggregates", {"aggregates": [aggregate]}),
+        ):
+            self._put(uuid, path, body)
+        for host in self.hosts.values():
+            self._put(self.nova.root(host.nodename), "aggregates", {"aggregates": [aggregate]})
+        return uuid
+
+    def _put(self, uuid: str, path: str, body: dict[str, Any]) -> None:
+        generation = http_get(self.base, f"/resource_providers/{uuid}")["generation"]
+        body = {**body, "resource_provider_generation": generation}
+        call(self.base, "PUT", f"/resource_providers/{uuid}/{path}", body, expect=200)
+
+    def pool_usage(self, n: int = 0) -> int:
+        """DISK_GB in use on pool ``n`` (``GET /resource_providers/{uuid}/usages``)."""
+        got = http_get(self.base, f"/resource_providers/{self.pools[n]}/usages")["usages"]
+        return int(got.get("DISK_GB", 0))
 
     def node(self, label: str) -> str:
         """Host ``label``'s nodename (what nova calls its host and node)."""

@@ -12,7 +12,7 @@ import pytest
 
 from agent.conf import config as agent_config
 from agent.model.allocations import ConsumerAllocations
-from agent.model.exceptions import ConfigError, ReshapeNeeded
+from agent.model.exceptions import ConfigError, ReshapeFailed, ReshapeNeeded
 from agent.model.provider_tree import ProviderTree
 from agent.shape.adapter import DriverAdapter, adapt
 from agent.shape.layout import _rename_classes, apply_layout, desired_providers
@@ -238,16 +238,30 @@ def test_known_consumers_follow_the_driver_unknown_ones_the_most_free_provider()
         "i1": {"allocations": {a: {"resources": {"VGPU": 1}}}},
         "i2": {"allocations": {a: {"resources": {"VGPU": 1}}}},
         "i3": {"allocations": {b: {"resources": {"VGPU": 1}}}},
+        # i4 moved off this host: its consumer holds nothing here, its migration record
+        # (same project and user) its share; its domain's two mdevs are on GPU A
+        "i4": {"allocations": {a: {"resources": {"VGPU": 2}}}, "project_id": "p", "user_id": "u"},
     }
     how = reshape_allocations(allocations, [move], tree, typed(expected))
     got = amounts(allocations)
     assert got["i1"] == {ROOT: {"VCPU": 2}, a: {"VGPU": 1}, SHARING: {"DISK_GB": 10}}
     assert got["i3"] == {ROOT: {"VCPU": 2}, b: {"VGPU": 1}}
-    # GPU A (4) has 2 left, GPU B (4) has 3: the migration's 2 go whole to B
-    assert got["migration"] == {ROOT: {"VCPU": 2}, b: {"VGPU": 2}}
+    # the record's vGPUs follow the source domain's mdevs (A), not the most free GPU (B)
+    assert got["migration"] == {ROOT: {"VCPU": 2}, a: {"VGPU": 2}}
     assert allocations["no-vgpu"] == before["no-vgpu"]  # untouched, generations too
-    assert how == {"i1": "driver", "i2": "driver", "i3": "driver", "migration": "rule"}
+    assert how == {"i1": "driver", "i2": "driver", "i3": "driver", "migration": "driver"}
     assert totals(allocations) == totals(before)
+
+
+def test_a_vgpu_no_listed_domain_explains_refuses_the_reshape():
+    """As nova's reshape (``_get_assigned_mdevs_for_reshape``): another owner's consumer."""
+    tree = tree_for(FLAT)
+    a, b = tree.data(GPU_A).uuid, tree.data(GPU_B).uuid
+    move = ClassMove("VGPU", ((ROOT, "VGPU"),), (a, b))
+    allocations = {"stray": record({ROOT: {"VCPU": 2, "VGPU": 2}})}
+    expected = {"i4": {"allocations": {a: {"resources": {"VGPU": 2}}}, "project_id": "q"}}
+    with pytest.raises(ReshapeFailed, match="consumer stray holds VGPU 2"):
+        reshape_allocations(allocations, [move], tree, typed(expected))
 
 
 def test_a_driver_answer_with_another_amount_is_not_trusted():
@@ -268,7 +282,8 @@ def test_unknown_consumer_keeps_what_stays_valid_and_spreads_when_nothing_fits_w
     # a mixed state: 1 VGPU already on GPU A, 6 on the root
     move = ClassMove("VGPU", ((ROOT, "VGPU"), (a, "VGPU")), (a, b))
     allocations = {"c": record({ROOT: {"VGPU": 6}, a: {"VGPU": 1}})}
-    reshape_allocations(allocations, [move], tree)
+    # an instance whose held amount is not the driver's answer: placed by the rule
+    reshape_allocations(allocations, [move], tree, typed({"c": {"allocations": {}}}))
     # A keeps its 1 (3 free left), B has 4 free: 4 to B, then 2 to A
     assert amounts(allocations)["c"] == {a: {"VGPU": 3}, b: {"VGPU": 4}}
 
@@ -278,7 +293,7 @@ def test_what_does_not_fit_anywhere_is_kept_so_placement_refuses_it():
     a, b = tree.data(GPU_A).uuid, tree.data(GPU_B).uuid
     move = ClassMove("VGPU", ((ROOT, "VGPU"),), (a, b))
     allocations = {"c": record({ROOT: {"VGPU": 10}})}
-    reshape_allocations(allocations, [move], tree)
+    reshape_allocations(allocations, [move], tree, typed({"c": {"allocations": {}}}))
     assert totals(allocations) == {"c": {"VGPU": 10}}  # over capacity, never dropped
 
 
@@ -393,9 +408,9 @@ def test_the_host_driver_inherits_the_reshape(tmp_path):
     with pytest.raises(ReshapeNeeded):
         adapt(driver, driver.conf).update_provider_tree(tree, "cn1")
     allocations = {"c1": record({ROOT: {"VCPU": 1, "VGPU": 3}}), "c2": record({ROOT: {"VGPU": 2}})}
+    # no domain listed: a vGPU held is explained by none, refused as nova's reshape does
+    with pytest.raises(ReshapeFailed, match="consumer c1 holds VGPU 3"):
+        adapt(driver, driver.conf).update_provider_tree(tree, "cn1", allocations=allocations)
+    allocations = {"c1": record({ROOT: {"VCPU": 3}})}
     adapt(driver, driver.conf).update_provider_tree(tree, "cn1", allocations=allocations)
-    gpu86, gpu87 = tree.data("cn1_pci_0000_86_00_0").uuid, tree.data("cn1_pci_0000_87_00_0").uuid
-    assert amounts(allocations) == {
-        "c1": {ROOT: {"VCPU": 1}, gpu86: {"VGPU": 3}},  # equal free: first in the tree
-        "c2": {gpu87: {"VGPU": 2}},  # now 87 has more free
-    }
+    assert amounts(allocations) == {"c1": {ROOT: {"VCPU": 3}}}

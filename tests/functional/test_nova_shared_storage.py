@@ -1,0 +1,147 @@
+"""nova 34 moves instances between two agent hosts that share a storage pool (issue 33).
+
+Hosts A and B are on shared storage (no DISK_GB of their own) in one aggregate with a
+sharing provider (``MISC_SHARES_VIA_AGGREGATE``, DISK_GB): nova's scheduler puts each
+instance's disk on the pool (``claim_resources`` of an allocation candidate that combines
+the compute node with the sharing provider). Every allocation write is nova's own code
+(tests/helpers/nova_client.py) against a real Placement; each host's agent runs one
+periodic cycle after every step, then the compute nodes' usages and the pool's equal
+nova's intent, no agent cycle moved a consumer nova is moving, and Placement refused
+nova nothing.
+
+This host's share (docs/service.md, "Allocation audit"): a consumer's part on a sharing
+provider goes with the host that holds its CPU and memory, so a move off A leaves the
+pool's part to B.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from tests.helpers.nova_client import Flavor
+from tests.helpers.nova_cloud import IDLE, LARGE, SMALL, Cloud, Usage
+
+
+def compute(flavor: Flavor) -> Usage:
+    """What ``flavor`` takes on a compute node on shared storage (its disk is the pool's)."""
+    return {"VCPU": flavor.vcpus, "MEMORY_MB": flavor.memory_mb, "DISK_GB": 0}
+
+
+S, L = compute(SMALL), compute(LARGE)
+
+
+@pytest.fixture
+def cloud(tmp_path, served) -> Cloud:
+    return Cloud(tmp_path, served, pools=1)
+
+
+def expect(c: Cloud, step: str, A: Usage, B: Usage, pool: int, n: int = 0) -> None:
+    """As :meth:`Cloud.expect`, and pool ``n`` holds ``pool`` GiB."""
+    c.expect(step, A=A, B=B)
+    assert c.pool_usage(n) == pool, f"{step}: pool {n} holds {c.pool_usage(n)} GiB, not {pool}"
+
+
+def boot(c: Cloud, inst: str, via: str | None = None) -> None:
+    c.nova.schedule(inst, SMALL, c.node("A"), via=via)
+    c.hosts["A"].define(inst, SMALL)
+    c.cycle(watch=(inst,))
+
+
+def move_to_b(c: Cloud, inst: str, mig: str, new: Flavor) -> tuple[str, str]:
+    """The conductor moves A's share (its pool part included) to the migration record, the
+    scheduler claims B and the pool for the instance, B defines the domain."""
+    c.nova.start_move(inst, mig, c.node("A"))
+    c.nova.schedule(inst, new, c.node("B"))
+    c.hosts["B"].define(inst, new)
+    c.cycle(watch=(inst, mig))
+    return inst, mig
+
+
+def test_live_migration_off_a_host_sharing_the_pool(cloud):
+    """Case 1: A's agent remembered the instance's pool part as its share; once the
+    instance was gone from A, the second audit removed its DISK_GB from the pool, which
+    by then went with B's claim."""
+    c, inst, mig = cloud, str(uuid.uuid4()), str(uuid.uuid4())
+    boot(c, inst)
+    expect(c, "booted on A", A=S, B=IDLE, pool=10)
+    watch = move_to_b(c, inst, mig, SMALL)
+    expect(c, "live migration A->B in progress", A=S, B=S, pool=20)
+
+    c.hosts["A"].undefine(inst)
+    c.nova.confirm(inst, mig)
+    for n in range(3):  # nova's own allocations are removed only by a second audit
+        c.cycle(watch=watch)
+        expect(c, f"live migration done, cycle {n + 1}", A=IDLE, B=S, pool=10)
+    assert c.holds(inst)[c.pools[0]] == {"DISK_GB": 10}
+
+
+def test_resize_confirm_off_a_host_sharing_the_pool(cloud):
+    """Case 1 for a resize: the confirm leaves B's claim on the pool (20 GiB)."""
+    c, inst, mig = cloud, str(uuid.uuid4()), str(uuid.uuid4())
+    boot(c, inst)
+    watch = move_to_b(c, inst, mig, LARGE)
+    expect(c, "resize A->B awaiting confirm", A=S, B=L, pool=30)
+    c.hosts["A"].undefine(inst)
+    c.nova.confirm(inst, mig)
+    for n in range(3):
+        c.cycle(watch=watch)
+        expect(c, f"resize confirmed, cycle {n + 1}", A=IDLE, B=L, pool=20)
+
+
+def test_resize_revert_on_a_host_sharing_the_pool(cloud):
+    c, inst, mig = cloud, str(uuid.uuid4()), str(uuid.uuid4())
+    boot(c, inst)
+    watch = move_to_b(c, inst, mig, LARGE)
+    c.hosts["B"].undefine(inst)
+    c.nova.revert(inst, mig)
+    for n in range(3):
+        c.cycle(watch=watch)
+        expect(c, f"resize reverted, cycle {n + 1}", A=S, B=IDLE, pool=10)
+
+
+def test_evacuation_off_a_host_sharing_the_pool(cloud):
+    """The evacuated instance holds A's and B's compute resources and its pool part (nova's
+    ``claim_resources`` doubles up the existing allocation); A's return removes only A's
+    tree (``remove_provider_tree_from_instance_allocation``): the pool part is B's."""
+    c, inst = cloud, str(uuid.uuid4())
+    boot(c, inst)
+    c.nova.schedule(inst, SMALL, c.node("B"))
+    c.hosts["B"].define(inst, SMALL)
+    c.cycle("B", watch=(inst,))
+    c.hosts["A"].undefine(inst)
+    c.nova.remove_evacuated(inst, c.node("A"))
+    for n in range(3):
+        c.cycle(watch=(inst,))
+        expect(c, f"evacuated to B, cycle {n + 1}", A=IDLE, B=S, pool=10)
+
+
+def test_two_pools_a_disk_nova_put_on_the_second_is_held(tmp_path, served):
+    """Case 2: the agent's plan puts DISK_GB on the first pool of the aggregate (by UUID),
+    nova's scheduler put the instance's disk on the other one. The class held on a pool
+    this node shares with counts as held: no second copy, nova's consumer untouched, no
+    drift; a move to B and its confirm leave the disk where nova put it."""
+    c = Cloud(tmp_path, served, pools=2)
+    first, second = sorted(range(2), key=lambda n: c.pools[n])
+    inst, mig = str(uuid.uuid4()), str(uuid.uuid4())
+    boot(c, inst, via=c.pools[second])
+    for n in range(2):
+        c.cycle(watch=(inst,))
+        expect(
+            c, f"booted on A, disk on the second pool, cycle {n + 1}", A=S, B=IDLE, pool=0, n=first
+        )
+        assert c.pool_usage(second) == 10
+    states = c.hosts["A"].tracker.audit.record(c.node("A")).statuses
+    assert states[inst].drift == ""
+
+    c.nova.start_move(inst, mig, c.node("A"))
+    c.nova.schedule(inst, SMALL, c.node("B"), via=c.pools[second])
+    c.hosts["B"].define(inst, SMALL)
+    c.cycle(watch=(inst, mig))
+    c.hosts["A"].undefine(inst)
+    c.nova.confirm(inst, mig)
+    for n in range(2):
+        c.cycle(watch=(inst, mig))
+        expect(c, f"moved to B, cycle {n + 1}", A=IDLE, B=S, pool=0, n=first)
+        assert c.pool_usage(second) == 10
