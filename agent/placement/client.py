@@ -222,7 +222,7 @@ class PlacementClient:
         """
         path = template.format(**path_args) if path_args else template
         version = self.microversion
-        if at_most is not None and _version(version) > at_most:
+        if at_most is not None and answers.version(version) > at_most:
             version = "{}.{}".format(*at_most)
         return self._send(method, template, path, json, params, version)
 

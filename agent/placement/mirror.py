@@ -32,9 +32,6 @@ from agent.state.store import StateStore
 
 LOG = logging.getLogger(__name__)
 
-
-"""Marks a listing record of a provider this client has just created (so it is empty)."""
-
 _LISTED = ("uuid", "name", "generation", "parent_provider_uuid")
 """The fields of a listing record the mirror keeps."""
 

@@ -25,7 +25,8 @@ from agent.placement.report import ReportClient
 from agent.placement.session import client_from_conf
 from agent.service import beside_nova
 from agent.shape.adapter import adapt
-from agent.state.store import StateStore, nova_identity
+from agent.state.node_identity import nova_identity
+from agent.state.store import StateStore
 from agent.tracker.cycle import ResourceTracker
 from drivers.base import ComputeDriver
 from drivers.events import DriverEvent

@@ -45,19 +45,16 @@ from agent.model.allocations import INSTANCE, ByProvider, ConsumerAllocations
 from agent.model.provider_tree import ProviderTree
 from agent.shape.instance_amounts import cpu_amounts, disk_gb, main_cpu_class
 from agent.shape.mem_encryption import MEM_ENCRYPTION_CONTEXT, plan_mem_encryption
+from agent.shape.numa_cells import CPU_MEMORY_CLASSES, NumaLedger, even_split, guest_cell_split
 from agent.shape.policy import LayoutPolicy
 from agent.shape.provider_names import (
     device_provider_name,
-    numa_provider_name,
     pf_provider_name,
     whole_device_provider_name,
 )
 from drivers.records import HostResources, Instance
 
 LOG = logging.getLogger(__name__)
-
-CPU_MEMORY_CLASSES = frozenset({"VCPU", "PCPU", "MEMORY_MB"})
-"""Classes every instance holds on the compute node or its NUMA cells (flavor)."""
 
 
 def cpu_memory_providers(tree: ProviderTree, providers: Iterable[str]) -> set[str]:
@@ -87,42 +84,8 @@ def planned_classes(tree: ProviderTree, providers: Iterable[str]) -> frozenset[s
     return frozenset(classes)
 
 
-def _split(amount: int, parts: int) -> list[int]:
-    base, rest = divmod(amount, parts)
-    return [base + (1 if i < rest else 0) for i in range(parts)]
-
-
 Planned = dict[str, dict[str, int]]
 """``{provider UUID: {resource class: amount}}`` being built for one instance."""
-
-
-class _NumaLedger:
-    """Free capacity per NUMA cell provider while instances are placed."""
-
-    def __init__(self, tree: ProviderTree, nodename: str, cell_ids: Iterable[int]) -> None:
-        self.names = {cid: numa_provider_name(nodename, cid) for cid in sorted(cell_ids)}
-        self.uuids: dict[int, str] = {}
-        self.free: dict[int, dict[str, int]] = {}
-        for cid, name in self.names.items():
-            inv = tree.data(name).inventory if tree.exists(name) else {}
-            self.free[cid] = {rc: i.capacity for rc, i in inv.items()}
-            if tree.exists(name):
-                self.uuids[cid] = tree.data(name).uuid
-        self.cell_of = {u: cid for cid, u in self.uuids.items()}
-
-    def take(self, cid: int, rc: str, amount: int) -> None:
-        self.free[cid][rc] = self.free[cid].get(rc, 0) - amount
-
-    def fits(self, amounts: Mapping[int, Mapping[str, int]]) -> bool:
-        return all(
-            self.free[cid].get(rc, 0) >= n for cid, res in amounts.items() for rc, n in res.items()
-        )
-
-    def best_cell(self, cpu_rc: str) -> int:
-        return min(
-            self.free,
-            key=lambda c: (-self.free[c].get(cpu_rc, 0), -self.free[c].get("MEMORY_MB", 0), c),
-        )
 
 
 class _Planner:
@@ -143,9 +106,7 @@ class _Planner:
         self.sharing = sharing_provider_uuid
         self.held = held
         numa = policy.model_numa and bool(host.numa_cells)
-        self.ledger = (
-            _NumaLedger(tree, self.node, (c.id for c in host.numa_cells)) if numa else None
-        )
+        self.ledger = NumaLedger(tree, self.node, (c.id for c in host.numa_cells)) if numa else None
         self.pf_of_vf = host.pf_of_vf()
         self.pfs = {pf.address: pf for pf in host.sriov_pfs}
         self.policy = policy
@@ -250,51 +211,10 @@ class _Planner:
                 sorted(ledger.uuids),
             )
             cells = []
-        split = self.by_guest_cells(inst) if cells else None
+        split = guest_cell_split(inst, ledger.uuids) if cells else None
         if split is None:
-            if not cells:
-                cells = [ledger.best_cell(main_cpu_class(inst))]
-            split = {c: {} for c in cells}
-            for rc, n in {**cpu_amounts(inst), "MEMORY_MB": inst.flavor.memory_mb}.items():
-                for cid, part in zip(cells, _split(n, len(cells)), strict=True):
-                    if part:
-                        split[cid][rc] = part
+            split = even_split(inst, cells or [ledger.best_cell(main_cpu_class(inst))])
         self.on_cells(inst, split, res)
-
-    def by_guest_cells(self, inst: Instance) -> dict[int, dict[str, int]] | None:
-        """``inst``'s CPUs and memory per host cell as its own NUMA cells lie on them
-        (:attr:`drivers.records.Instance.guest_cells`): each guest cell's shared vCPUs as
-        VCPU, its dedicated ones as PCPU, its memory as MEMORY_MB, on its host cell; the
-        isolated emulator threads' PCPU on guest cell 0's host cell, where nova reserves
-        it (nova/virt/hardware.py ``numa_fit_instance_to_host``). None when the guest's
-        cells are unknown, name a cell this node does not model, or do not add up to the
-        amounts nova asks for (:func:`cpu_amounts`)."""
-        assert self.ledger is not None
-        guest = inst.guest_cells
-        if not guest or any(g.host_cell not in self.ledger.uuids for g in guest):
-            return None
-        split: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        for g in guest:
-            split[g.host_cell]["VCPU"] += g.vcpus - g.dedicated
-            split[g.host_cell]["PCPU"] += g.dedicated
-            split[g.host_cell]["MEMORY_MB"] += g.memory_mb
-        amounts = cpu_amounts(inst)
-        if amounts.get("PCPU", 0) > sum(g.dedicated for g in guest):
-            split[guest[0].host_cell]["PCPU"] += 1  # the emulator threads' own CPU
-        planned = {cid: {rc: n for rc, n in part.items() if n} for cid, part in split.items()}
-        totals = {rc: sum(p.get(rc, 0) for p in planned.values()) for rc in CPU_MEMORY_CLASSES}
-        want = {**amounts, "MEMORY_MB": inst.flavor.memory_mb}
-        if {rc: n for rc, n in totals.items() if n} != {rc: n for rc, n in want.items() if n}:
-            LOG.warning(
-                "instance %s: its NUMA cells hold %s, its flavor asks %s; its CPUs and "
-                "memory are split evenly over cells %s",
-                inst.uuid,
-                totals,
-                want,
-                list(inst.numa_cells),
-            )
-            return None
-        return planned
 
     # -- disk and devices -----------------------------------------------------------
 

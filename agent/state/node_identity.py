@@ -23,6 +23,7 @@ import os
 import uuid as uuidlib
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from agent.model.exceptions import ConfigError
 
@@ -114,3 +115,13 @@ def write(state_path: Path, node_uuid: str, directories: Iterable[Path]) -> str:
         ) from None
     LOG.info("wrote nova's node identity %s to %s", node_uuid, path)
     return node_uuid
+
+
+def nova_identity(conf: Any) -> dict[str, Any]:
+    """:class:`StateStore`'s arguments that say where nova's ``compute_id`` is:
+    ``config_files`` (oslo.config's ``config_file``: nova looks next to each) and
+    ``nova_state_path`` (``[compute_agent] nova_state_path``)."""
+    # oslo.config's NoSuchOptError is an AttributeError: a ConfigOpts never called.
+    files = tuple(getattr(conf, "config_file", None) or ())
+    group = getattr(conf, "compute_agent", None)
+    return {"config_files": files, "nova_state_path": getattr(group, "nova_state_path", None)}

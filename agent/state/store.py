@@ -64,16 +64,6 @@ LAST_CYCLE_FILE = "last_cycle.json"
 """The service's last cycle: when, how long, outcome per node (``compute-agent status``)."""
 
 
-def nova_identity(conf: Any) -> dict[str, Any]:
-    """:class:`StateStore`'s arguments that say where nova's ``compute_id`` is:
-    ``config_files`` (oslo.config's ``config_file``: nova looks next to each) and
-    ``nova_state_path`` (``[compute_agent] nova_state_path``)."""
-    # oslo.config's NoSuchOptError is an AttributeError: a ConfigOpts never called.
-    files = tuple(getattr(conf, "config_file", None) or ())
-    group = getattr(conf, "compute_agent", None)
-    return {"config_files": files, "nova_state_path": getattr(group, "nova_state_path", None)}
-
-
 def read_json(path: Path) -> Any | None:
     """The JSON document at ``path``, or None when it is missing or unreadable (logged)."""
     try:

@@ -9,6 +9,7 @@ are offered by that module alone, through their VFs.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from drivers.host.cpu import CpuInfo, discover_cpus
@@ -16,7 +17,7 @@ from drivers.host.disk import DiskInfo, discover_disk
 from drivers.host.mdev import discover_mdevs
 from drivers.host.memory import MemoryInfo, discover_memory
 from drivers.host.numa import NumaNode, discover_numa, numa_cells
-from drivers.host.nvidia import read_vendor_gpus
+from drivers.host.nvidia import VendorGpu, read_vendor_gpus
 from drivers.host.nvml import MaxInstances, NvmlMaxInstances, no_maxima
 from drivers.host.passthrough import discover_passthrough
 from drivers.host.pci import PciFunction, read_pci_functions
@@ -25,7 +26,7 @@ from drivers.host.sriov import discover_sriov
 from drivers.host.sysfs import SysfsError, SysfsReader
 from drivers.host.vendor_vgpu import VendorPaths, vendor_paths
 from drivers.host.vpd import with_vpd_serials
-from drivers.records import HostResources
+from drivers.records import Gpu, HostResources
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,22 +100,10 @@ def discover_host(
     functions = read_pci_functions(reader)
     if any(spec.remote_managed for spec in settings.specs):
         functions = with_vpd_serials(reader, functions, settings.specs)
-    gpus = discover_mdevs(reader, settings.enabled_mdev_types)
-    gpu_addresses = frozenset(g.address for g in gpus)
-    for spec in settings.specs:
-        for address in sorted(gpu_addresses):
-            if spec.matches(functions[address]) if address in functions else False:
-                reader.warn(
-                    f"[pci] device_spec {spec.text} matches {address}, which is offered as "
-                    "vGPU; it is not also offered for passthrough"
-                )
+    gpus = _mdev_gpus(reader, functions, settings)
     vendor_gpus = read_vendor_gpus(reader, functions)
-    if maxima is None and reader.is_live:
-        with NvmlMaxInstances(reader.warn) as nvml:
-            vendor = vendor_paths(vendor_gpus, functions, settings, nvml, reader.warn)
-    else:
-        vendor = vendor_paths(vendor_gpus, functions, settings, maxima or no_maxima, reader.warn)
-    exclude = gpu_addresses | {g.address for g in vendor_gpus}
+    vendor = _vendor_paths(reader, vendor_gpus, functions, settings, maxima)
+    exclude = frozenset(g.address for g in gpus) | {g.address for g in vendor_gpus}
     sriov = discover_sriov(functions, settings.specs, exclude, settings.report_in_placement)
     sriov += vendor.sriov_pfs
     resources = HostResources(
@@ -132,3 +121,34 @@ def discover_host(
     )
     warnings = tuple(reader.warnings)
     return Discovery(resources, cpu, memory, disk, numa, functions, warnings, vendor)
+
+
+def _mdev_gpus(
+    reader: SysfsReader, functions: Mapping[str, PciFunction], settings: HostSettings
+) -> tuple[Gpu, ...]:
+    """The mdev-capable GPUs offered as vGPU (:func:`discover_mdevs`); a ``[pci]
+    device_spec`` that matches one of them costs a warning (it is not offered twice)."""
+    gpus = discover_mdevs(reader, settings.enabled_mdev_types)
+    for spec in settings.specs:
+        for address in sorted(g.address for g in gpus):
+            if spec.matches(functions[address]) if address in functions else False:
+                reader.warn(
+                    f"[pci] device_spec {spec.text} matches {address}, which is offered as "
+                    "vGPU; it is not also offered for passthrough"
+                )
+    return gpus
+
+
+def _vendor_paths(
+    reader: SysfsReader,
+    vendor_gpus: Sequence[VendorGpu],
+    functions: Mapping[str, PciFunction],
+    settings: HostSettings,
+    maxima: MaxInstances | None,
+) -> VendorPaths:
+    """The path of each vendor-VFIO GPU (:func:`vendor_paths`); the vGPU maxima from
+    ``maxima``, else NVML on a live host, else none known."""
+    if maxima is None and reader.is_live:
+        with NvmlMaxInstances(reader.warn) as nvml:
+            return vendor_paths(vendor_gpus, functions, settings, nvml, reader.warn)
+    return vendor_paths(vendor_gpus, functions, settings, maxima or no_maxima, reader.warn)

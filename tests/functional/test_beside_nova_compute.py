@@ -325,7 +325,7 @@ def test_agent_first_with_a_state_directory_of_its_own(tmp_path, placement, nova
         "plain",
         tmp_path / "agent",
         {"compute_agent": {"nova_state_path": str(state)}},
-        nova_state_path=state,  # what the service passes (agent.state.store.nova_identity)
+        nova_state_path=state,  # what the service passes (agent.state.node_identity.nova_identity)
     )
     try:
         assert agent.cycle(placement.url, startup=True)[0]

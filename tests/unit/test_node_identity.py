@@ -24,8 +24,8 @@ from agent.model.exceptions import ConfigError
 from agent.placement.roots import ComputeNodes
 from agent.service import beside_nova
 from agent.state import node_identity
-from agent.state.node_identity import IdentityNotWritten
-from agent.state.store import StateStore, nova_identity
+from agent.state.node_identity import IdentityNotWritten, nova_identity
+from agent.state.store import StateStore
 
 A = "6f0b4a4e-8d3e-4c9a-9d0f-0a1b2c3d4e5f"
 B = "0d6c9f2e-5b7a-4e1d-8c3b-9a8f7e6d5c4b"

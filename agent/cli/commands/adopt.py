@@ -22,7 +22,8 @@ from agent.placement.connect import placement_client
 from agent.placement.report import ReportClient
 from agent.service.exit_codes import EXIT_OK
 from agent.shape.adapter import adapt
-from agent.state.store import StateStore, nova_identity
+from agent.state.node_identity import nova_identity
+from agent.state.store import StateStore
 from drivers import load_driver
 
 NAME = "adopt"

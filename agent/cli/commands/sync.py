@@ -17,7 +17,8 @@ from agent.placement.report import ReportClient
 from agent.service.exit_codes import EXIT_OK, EXIT_RESHAPE_FAILED
 from agent.service.progress import Progress
 from agent.shape.adapter import adapt
-from agent.state.store import StateStore, nova_identity
+from agent.state.node_identity import nova_identity
+from agent.state.store import StateStore
 from agent.tracker.reshape import reshape_node
 from drivers import load_driver
 
