@@ -39,6 +39,27 @@ from tests.helpers.service import last_cycle, run_cli, write_conf
 pytestmark = pytest.mark.xdist_group("keystone")
 
 
+@pytest.fixture(autouse=True)
+def real_https():
+    """urllib3's own HTTPS connections for these tests, whatever ran before in this process.
+
+    The session's in-process Placement (``embedded``) routes requests through
+    wsgi-intercept, which replaces urllib3's connection classes process-wide; its HTTPS
+    class cannot pass a request to a real TLS server (``HTTPSConnection.__init__() got an
+    unexpected keyword argument 'cert_reqs'``). These tests speak TLS to a real Keystone
+    and Placement, so the real class is put back for each and the intercept after it.
+    """
+    from urllib3.connection import HTTPSConnection
+    from urllib3.connectionpool import HTTPSConnectionPool
+
+    held = HTTPSConnectionPool.ConnectionCls
+    HTTPSConnectionPool.ConnectionCls = HTTPSConnection
+    try:
+        yield
+    finally:
+        HTTPSConnectionPool.ConnectionCls = held
+
+
 def placement_section(keystone: Keystone, **options: object) -> str:
     """nova.conf's ``[placement]`` for the agent's service user, ``options`` replacing any."""
     values: dict[str, object] = {
