@@ -27,6 +27,7 @@ nova-compute no longer runs.
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Protocol
 
@@ -35,6 +36,12 @@ from oslo_config import cfg
 
 from agent.model.exceptions import ConfigError
 from drivers.records import HostResources
+
+LOG = logging.getLogger(__name__)
+
+PROC = "/proc"
+"""Where processes are listed (psutil reads it too); PID 1 is hidden when other users'
+processes are."""
 
 NOVA_COMPUTE = "nova-compute"
 """nova-compute's console script (setup.cfg ``nova-compute = nova.cmd.compute:main``)."""
@@ -66,9 +73,20 @@ def nova_compute_beside(conf: cfg.ConfigOpts) -> tuple[bool, str]:
     if setting != "auto":
         return setting == "true", where
     pid = running_nova_compute()
-    if pid is None:
-        return False, f"{where}: no nova-compute process runs"
-    return True, f"{where}: pid {pid} is nova-compute"
+    if pid is not None:
+        return True, f"{where}: pid {pid} is nova-compute"
+    if not os.path.exists(os.path.join(PROC, "1")):
+        # hidepid / systemd's ProtectProc=invisible: other users' processes are not listed,
+        # so their absence says nothing (the shipped unit runs so).
+        LOG.warning(
+            "%s cannot tell whether nova-compute runs here: other users' processes are "
+            "hidden from this process (/proc mounted with hidepid, or the unit's "
+            "ProtectProc=invisible); taken as not running. Set [compute_agent] nova_compute "
+            "= true or false (docs/deployment.md, 'Beside nova-compute')",
+            where,
+        )
+        return False, f"{where}: other users' processes are hidden, none seen"
+    return False, f"{where}: no nova-compute process runs"
 
 
 class HostNamed(Protocol):

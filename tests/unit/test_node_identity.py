@@ -155,6 +155,20 @@ def test_evidence_is_the_option_or_a_running_nova_compute(tmp_path):
     assert beside and evidence.endswith(f"pid {proc.pid} is nova-compute")
 
 
+def test_auto_says_when_other_users_processes_are_hidden(tmp_path, monkeypatch, caplog):
+    """Under hidepid (the shipped unit's ProtectProc=invisible) no nova-compute is seen
+    whether or not it runs: ``auto`` says so once, at WARNING, naming the option."""
+    conf = _conf(tmp_path, "auto", False)
+    (tmp_path / "proc").mkdir()  # a /proc that lists no PID 1
+    monkeypatch.setattr(beside_nova, "PROC", str(tmp_path / "proc"))
+    with caplog.at_level(logging.WARNING, logger="agent.service.beside_nova"):
+        beside, evidence = beside_nova.nova_compute_beside(conf)
+    assert not beside
+    assert evidence.endswith("other users' processes are hidden, none seen")
+    assert "cannot tell whether nova-compute runs here" in caplog.text
+    assert "Set [compute_agent] nova_compute = true or false" in caplog.text
+
+
 def test_numa_is_refused_in_one_line_beside_nova_compute(tmp_path):
     beside_nova.refuse_layouts(_conf(tmp_path, "true", False), "evidence")  # flat: fine
     with pytest.raises(ConfigError) as caught:
