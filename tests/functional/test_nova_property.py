@@ -21,6 +21,14 @@ provider neutron created under host A's compute node) untouched. No agent cycle 
 the generation of a consumer nova holds (an instance whose allocation was deleted out of
 band is healed by the agent: it is not watched until healed), and Placement refuses nova
 nothing.
+
+A second machine (:func:`shared_machine`, issue 33) runs the same steps on shared storage:
+two pools in the hosts' aggregate, a flavor asking a class only a provider config file
+gives, and two same-host operations (a reboot, a resize with the domain absent for one
+cycle); its judge is what nova's own calls wrote, read back after each of them, for every
+provider, pools included. The defects it found are kept out of its runs where noted
+(``KNOWN``); three are reproduced as strict xfails in test_nova_shared_storage.py and
+test_operator_additions.py, the fourth is not reduced yet.
 """
 
 from __future__ import annotations
@@ -495,6 +503,7 @@ def shared_machine(tmp_path, served):  # noqa: C901 (the machine above, on share
 
         def __init__(self) -> None:
             self.intent: dict[str, Allocations] = {}
+            self.second_pool: set[str] = set()
             super().__init__()
 
         def cloud(self, workdir: Path) -> Cloud:
@@ -520,6 +529,9 @@ def shared_machine(tmp_path, served):  # noqa: C901 (the machine above, on share
             used = {c for s in self.servers.values() for c in (s.uuid, s.mig) if c}
             for consumer in sorted((used | set(self.intent)) - unhealed):
                 self.intent[consumer] = self.allocations(consumer)
+            for s in self.servers.values():
+                if self._off_plan(s):
+                    self.second_pool.add(s.uuid)
 
         def applicable(self) -> list[str]:
             """As above, with the same-host reboot, and moves (the same-host resize among
@@ -581,11 +593,21 @@ def shared_machine(tmp_path, served):  # noqa: C901 (the machine above, on share
                 if s.uuid in before and s.state != state:
                     self._two_cycles(before[s.uuid])
 
-        def _two_cycles(self, label: str) -> None:
+        def _unaudited(self, s: Server) -> bool:
+            """``s`` is running, holds a licence, and its host's agent has not recorded
+            what it holds there (the record's ``held``, which the moving evidence reads)."""
+            if s.state != "active" or s.unhealed or not s.flavor.extra_specs:
+                return False
+            host = self.c.hosts[s.host]
+            held = host.tracker.audit.record(host.nodename).held
+            return not any(s.uuid in on.consumers for on in held.values())
+
+        def _two_cycles(self, label: str, n: int = 2) -> None:
+            """``n`` cycles of host ``label``'s agent, its faults dropped."""
             if label in self.c.hosts and label not in self.down:
                 self.c.hosts[label].disarm()
-                self.cycle(label)
-                self.cycle(label)
+                for _ in range(n):
+                    self.cycle(label)
 
         def _confirm(self, data: st.DataObject) -> None:
             self._left(data, "_confirm", "moving", source=True)
@@ -604,6 +626,12 @@ def shared_machine(tmp_path, served):  # noqa: C901 (the machine above, on share
             the source's agent heals the instance with its plan (its disk on the first
             pool) instead of finding it *moving*; nova's claim then doubles it up. Drop
             this branch, and the one in ``_unclaim``, once that is fixed."""
+            # KNOWN DEFECT (test_operator_additions.py's
+            # ``test_the_conductors_window_before_the_first_audit``): an instance holding a
+            # licence whose share the conductor moves before its host's agent ever audited
+            # it is healed (without the licence). Until fixed, such a host audits first.
+            for label in sorted({s.host for s in self.servers.values() if self._unaudited(s)}):
+                self._two_cycles(label, 1)
             super()._move(data)
             for s in self.servers.values():
                 if s.state == "scheduling" and self._off_plan(s):
@@ -633,6 +661,11 @@ def shared_machine(tmp_path, served):  # noqa: C901 (the machine above, on share
                 and not s.unhealed
                 and s.host not in self.down
                 and self.intent.get(s.uuid) == self._plan(s)
+                # KNOWN, NOT YET REDUCED: an instance that once held its disk on the second
+                # pool, later moved onto the first (a same-host resize), had its allocation
+                # deleted out of band after a reboot and an aborted move: one cycle did not
+                # heal it (see the report of the change that added this line).
+                and s.uuid not in self.second_pool
             ]
             if candidates:
                 s = self.servers[data.draw(st.sampled_from(candidates))]
@@ -683,4 +716,7 @@ def test_nova_and_agents_converge(tmp_path, served):
 
 
 def test_nova_and_agents_converge_on_shared_storage(tmp_path, served):
-    run_state_machine_as_test(shared_machine(tmp_path, served), settings=SETTINGS)
+    # Fewer, longer runs than the first machine's: a move takes several steps to reach
+    # its destination, and the module stays under a minute on two cores.
+    shared = settings(SETTINGS, max_examples=12, stateful_step_count=24)
+    run_state_machine_as_test(shared_machine(tmp_path, served), settings=shared)
