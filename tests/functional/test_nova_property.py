@@ -27,8 +27,8 @@ two pools in the hosts' aggregate, a flavor asking a class only a provider confi
 gives, and two same-host operations (a reboot, a resize with the domain absent for one
 cycle); its judge is what nova's own calls wrote, read back after each of them, for every
 provider, pools included. The defects it found are kept out of its runs where noted
-(``KNOWN``); three are reproduced as strict xfails in test_nova_shared_storage.py and
-test_operator_additions.py, the fourth is not reduced yet.
+(``KNOWN``), each reproduced as a strict xfail in test_nova_shared_storage.py or
+test_operator_additions.py.
 """
 
 from __future__ import annotations
@@ -661,10 +661,9 @@ def shared_machine(tmp_path, served):  # noqa: C901 (the machine above, on share
                 and not s.unhealed
                 and s.host not in self.down
                 and self.intent.get(s.uuid) == self._plan(s)
-                # KNOWN, NOT YET REDUCED: an instance that once held its disk on the second
-                # pool, later moved onto the first (a same-host resize), had its allocation
-                # deleted out of band after a reboot and an aborted move: one cycle did not
-                # heal it (see the report of the change that added this line).
+                # KNOWN DEFECT (test_nova_shared_storage.py's
+                # ``test_a_same_host_resize_off_the_second_pool_then_an_out_of_band_delete``):
+                # an instance whose disk once was on the second pool is never healed.
                 and s.uuid not in self.second_pool
             ]
             if candidates:
