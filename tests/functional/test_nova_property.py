@@ -21,12 +21,21 @@ provider neutron created under host A's compute node) untouched. No agent cycle 
 the generation of a consumer nova holds (an instance whose allocation was deleted out of
 band is healed by the agent: it is not watched until healed), and Placement refuses nova
 nothing.
+
+A second machine (:func:`shared_machine`, issue 33) runs the same steps on shared storage:
+two pools in the hosts' aggregate, a flavor asking a class only a provider config file
+gives, and two same-host operations (a reboot, a resize with the domain absent for one
+cycle); its judge is what nova's own calls wrote, read back after each of them, for every
+provider, pools included. The defects it found are kept out of its runs where noted
+(``KNOWN``), each reproduced as a strict xfail in test_nova_shared_storage.py or
+test_operator_additions.py.
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
@@ -97,14 +106,20 @@ def _intent(holds: dict[str, Flavor]) -> dict[str, Usage]:
 
 def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per nova step)
     class NovaAndAgents(RuleBasedStateMachine):
+        flavors = FLAVORS
+
         def __init__(self) -> None:
             super().__init__()
-            self.c = Cloud(tmp_path / uuid.uuid4().hex[:8], served)
+            self.c = self.cloud(tmp_path / uuid.uuid4().hex[:8])
             self.servers: dict[str, Server] = {}
             self.down: set[str] = set()
             self.foreign = self._foreign()
 
         # -- helpers ---------------------------------------------------------------------
+
+        def cloud(self, workdir: Path) -> Cloud:
+            """Hosts A and B with their agents, on local disks."""
+            return Cloud(workdir, served)
 
         def _foreign(self) -> str:
             """neutron's bandwidth provider under A's compute node, and a port's consumer."""
@@ -144,9 +159,11 @@ def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per no
                 self.c.cycle(label, watch=self.watched())
 
         def pick(self, data: st.DataObject, state: str) -> Server | None:
-            candidates = sorted(
+            # In boot order, not by UUID: a run draws the same instance when hypothesis
+            # replays it (the UUIDs are new each time).
+            candidates = [
                 s.uuid for s in self.servers.values() if s.state == state and not s.unhealed
-            )
+            ]
             return self.servers[data.draw(st.sampled_from(candidates))] if candidates else None
 
         # -- nova --------------------------------------------------------------------------
@@ -171,24 +188,37 @@ def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per no
                 ops += more if state in states else []
             return ops
 
-        @initialize()
-        def first_instance(self) -> None:
+        @initialize(data=st.data())
+        def first_instance(self, data: st.DataObject) -> None:
             """Every run starts with an instance running on A (claimed, then spawned)."""
-            inst = str(uuid.uuid4())
-            s = self.servers[inst] = Server(inst, "active", "A", SMALL, {"A": SMALL})
-            self.c.nova.schedule(inst, SMALL, self.c.node("A"), s.project)
-            self.c.hosts["A"].define(inst, SMALL, s.project)
+            inst, flavor = str(uuid.uuid4()), self.boot_flavor(data)
+            s = self.servers[inst] = Server(inst, "active", "A", flavor, {"A": flavor})
+            self.place(data, s, "A")
+            self.c.hosts["A"].define(inst, flavor, s.project)
             self.c.cycle(watch=self.watched())
+            self.remember()
+
+        def boot_flavor(self, data: st.DataObject) -> Flavor:
+            """The flavor a new instance boots with."""
+            return SMALL
+
+        def place(self, data: st.DataObject, s: Server, label: str) -> None:
+            """nova's scheduler claims ``s.flavor`` for ``s`` on host ``label``."""
+            self.c.nova.schedule(s.uuid, s.flavor, self.c.node(label), s.project)
+
+        def remember(self) -> None:
+            """After each of nova's operations (nothing to note for this machine's model)."""
 
         def nova(self, data: st.DataObject) -> None:
             """One of nova's operations that can happen now."""
             getattr(self, "_" + data.draw(st.sampled_from(self.applicable())))(data)
+            self.remember()
 
         def _boot(self, data: st.DataObject) -> None:
-            label = data.draw(HOSTS)
+            label, flavor = data.draw(HOSTS), self.boot_flavor(data)
             inst = str(uuid.uuid4())
-            s = self.servers[inst] = Server(inst, "building", label, SMALL, {label: SMALL})
-            self.c.nova.schedule(inst, SMALL, self.c.node(label), s.project)
+            s = self.servers[inst] = Server(inst, "building", label, flavor, {label: flavor})
+            self.place(data, s, label)
 
         def _spawn(self, data: st.DataObject) -> None:
             s = self.pick(data, "building")
@@ -201,7 +231,7 @@ def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per no
             same host, first stage: the conductor moves the source share to a migration
             record; the scheduler has not claimed the destination yet."""
             s = self.pick(data, "active")
-            dest, new = data.draw(HOSTS), data.draw(FLAVORS)
+            dest, new = data.draw(HOSTS), data.draw(self.flavors)
             if not s or (dest == s.host and new == s.flavor):
                 return
             s.mig = str(uuid.uuid4())
@@ -213,7 +243,7 @@ def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per no
             """The scheduler claims the destination (the domain is not there yet)."""
             s = self.pick(data, "scheduling")
             if s:
-                self.c.nova.schedule(s.uuid, s.flavor, self.c.node(s.dest), s.project)
+                self.place(data, s, s.dest)
                 s.state, s.holds = "claimed", {s.dest: s.flavor}
 
         def _unclaim(self, data: st.DataObject) -> None:
@@ -269,7 +299,7 @@ def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per no
             if any(x.unhealed and x.host == src for x in self.servers.values()):
                 return  # its agent must heal that one first (settle cannot while it is down)
             self.down.add(src)
-            self.c.nova.schedule(s.uuid, s.flavor, self.c.node(dest), s.project)
+            self.place(data, s, dest)
             self.c.hosts[dest].define(s.uuid, s.flavor, s.project)
             s.state, s.src, s.dest, s.host = "evacuated", src, dest, dest
             s.holds = {src: s.flavor, dest: s.flavor}
@@ -306,7 +336,7 @@ def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per no
             s = self.pick(data, "shelved")
             if not s:
                 return
-            self.c.nova.schedule(s.uuid, s.flavor, self.c.node(label), s.project)
+            self.place(data, s, label)
             s.state, s.host, s.holds = "building", label, {label: s.flavor}
 
         # -- others: an operator, the agents, faults -----------------------------------------
@@ -419,17 +449,273 @@ def machine(tmp_path, served):  # noqa: C901 (one state machine: one rule per no
     return NovaAndAgents
 
 
+LICENCES = """\
+meta:
+  schema_version: '1.0'
+providers:
+  - identification:
+      uuid: $COMPUTE_NODE
+    inventories:
+      additional:
+        - CUSTOM_LICENSE_WINDOWS:
+            total: 8
+"""
+"""A class the planner does not produce, on each compute node (nova's provider config
+schema 1.0, as tests/functional/test_operator_additions.py writes it)."""
+
+LICENSED = Flavor(2, 2048, 10, (("resources:CUSTOM_LICENSE_WINDOWS", "1"),))
+"""A flavor asking a licence: nova's claim holds a class the agent's plan does not have."""
+
+Allocations = dict[str, dict[str, int]]
+"""``{provider UUID: {resource class: amount}}`` of one consumer."""
+
+
+def shared_machine(tmp_path, served):  # noqa: C901 (the machine above, on shared storage)
+    """The machine above on two pools and with a licence class (issue 33).
+
+    Hosts A and B have no disk of their own: they share two storage pools (sharing providers
+    of DISK_GB in their aggregate, :meth:`Cloud._pool`), and nova's scheduler puts each
+    claim's disk on either (``via``), whatever the agent's plan would choose (the first by
+    UUID). Flavors: small, large and one asking ``resources:CUSTOM_LICENSE_WINDOWS``, a class
+    only a provider config file gives the compute nodes. nova's own operations grow two
+    same-host ones: a reboot (the domain undefined for one agent cycle, then defined again),
+    and a resize on the same host whose domain is absent for one cycle before the new one
+    is defined.
+
+    nova's intent here is what nova's own calls wrote: after each of nova's operations every
+    consumer nova ever used (instances, migration records, deleted ones included) is read
+    back from Placement. Since no agent cycle may move the generation of a consumer nova
+    holds (``touched``), that is the only writer of those consumers; ``settle`` then checks,
+    after one cycle of each running agent, that every consumer holds exactly that, that
+    each provider's usages (compute nodes and both pools) are the sum of it, and that no
+    provider holds a consumer nova does not intend there. An operator's out-of-band delete
+    is drawn only for an instance whose allocation is the agent's plan (its disk on the
+    first pool, no licence): the agent heals with its plan and cannot know what else nova
+    chose.
+    """
+    base = machine(tmp_path, served)
+    configs = tmp_path / "provider_config"
+    configs.mkdir(exist_ok=True)
+    (configs / "licences.yaml").write_text(LICENCES)
+
+    class SharedNovaAndAgents(base):  # type: ignore[misc,valid-type]
+        flavors = st.sampled_from([SMALL, LARGE, LICENSED])
+
+        def __init__(self) -> None:
+            self.intent: dict[str, Allocations] = {}
+            self.second_pool: set[str] = set()
+            super().__init__()
+
+        def cloud(self, workdir: Path) -> Cloud:
+            return Cloud(
+                workdir, served, pools=2, compute={"provider_config_location": str(configs)}
+            )
+
+        def boot_flavor(self, data: st.DataObject) -> Flavor:
+            return data.draw(self.flavors)
+
+        def place(self, data: st.DataObject, s: Server, label: str) -> None:
+            via = data.draw(st.sampled_from(sorted(self.c.pools)))
+            self.c.nova.schedule(s.uuid, s.flavor, self.c.node(label), s.project, via=via)
+
+        def allocations(self, consumer: str) -> Allocations:
+            body = http_get(self.c.base, f"/allocations/{consumer}")["allocations"]
+            return {rp: a["resources"] for rp, a in body.items()}
+
+        def remember(self) -> None:
+            """nova's intent: what each consumer nova ever used holds right after its call
+            (an instance whose allocation an operator deleted keeps its intent until healed)."""
+            unhealed = {s.uuid for s in self.servers.values() if s.unhealed}
+            used = {c for s in self.servers.values() for c in (s.uuid, s.mig) if c}
+            for consumer in sorted((used | set(self.intent)) - unhealed):
+                self.intent[consumer] = self.allocations(consumer)
+            for s in self.servers.values():
+                if self._off_plan(s):
+                    self.second_pool.add(s.uuid)
+
+        def applicable(self) -> list[str]:
+            """As above, with the same-host reboot, and moves (the same-host resize among
+            them) weighted up: each run is short."""
+            ops = super().applicable()
+            return [*ops, "reboot", "move", "move"] if "delete" in ops else ops
+
+        def actions(self) -> list[str]:
+            """nova's operations weighted further up than above (the faults are the first
+            machine's subject), and a settle in every few steps."""
+            out = ["agent_cycle", "fail_next_request", "kill_during_cycle"]
+            out += ["cycle_inside_next_nova_write"]
+            out += ["nova"] * 5 if self.applicable() else []
+            out += ["delete_out_of_band"] if _ready("active", up=False)(self) else []
+            return [*out, "settle", "settle"]
+
+        def _reboot(self, data: st.DataObject) -> None:
+            """A same-host operation (a hard reboot, a host-side redefine): the domain is
+            undefined during one agent cycle of its host, then defined again."""
+            s = self.pick(data, "active")
+            if not s:
+                return
+            host = self.c.hosts[s.host]
+            host.undefine(s.uuid)
+            self.cycle(s.host)
+            host.define(s.uuid, s.flavor, s.project)
+
+        def _migrate(self, data: st.DataObject) -> None:
+            """As above; on the same host, the old domain may be gone for one cycle first
+            (nova's resize undefines it before ``finish_migration`` defines the new one)."""
+            s, absent = self.pick(data, "claimed"), data.draw(st.booleans())
+            if s and s.src == s.dest and absent:
+                self.c.hosts[s.src].undefine(s.uuid)
+                self.cycle(s.src)
+            if s:
+                self.c.hosts[s.dest].define(s.uuid, s.flavor, s.project)
+                s.state, s.host = "moving", s.dest
+
+        def _off_plan(self, s: Server) -> bool:
+            """nova's migration record or instance ``s`` holds a disk on the pool the
+            agent's plan does not use (the second by UUID)."""
+            held = {rp for c in (s.mig, s.uuid) if c for rp in self.allocations(c)}
+            return any(rp in self.c.pools and rp != min(self.c.pools) for rp in held)
+
+        def _left(self, data: st.DataObject, op: str, state: str, source: bool) -> None:
+            """nova's ``op`` on an instance in ``state``; when it leaves a host (its move's
+            source with ``source``, else the destination) with a disk on the second pool,
+            that host's agent runs two cycles at once (faults dropped). KNOWN DEFECT
+            (test_nova_shared_storage.py's ``test_a_claim_back_one_audit_after_leaving``):
+            after exactly one audit of the host it left, nova's claim bringing the instance
+            back there is removed as the gone instance's. Drop this once fixed."""
+            before = {
+                s.uuid: s.src if source else s.dest
+                for s in self.servers.values()
+                if s.state == state and s.src != s.dest and self._off_plan(s)
+            }
+            getattr(super(), op)(data)
+            for s in self.servers.values():
+                if s.uuid in before and s.state != state:
+                    self._two_cycles(before[s.uuid])
+
+        def _unaudited(self, s: Server) -> bool:
+            """``s`` is running, holds a licence, and its host's agent has not recorded
+            what it holds there (the record's ``held``, which the moving evidence reads)."""
+            if s.state != "active" or s.unhealed or not s.flavor.extra_specs:
+                return False
+            host = self.c.hosts[s.host]
+            held = host.tracker.audit.record(host.nodename).held
+            return not any(s.uuid in on.consumers for on in held.values())
+
+        def _two_cycles(self, label: str, n: int = 2) -> None:
+            """``n`` cycles of host ``label``'s agent, its faults dropped."""
+            if label in self.c.hosts and label not in self.down:
+                self.c.hosts[label].disarm()
+                for _ in range(n):
+                    self.cycle(label)
+
+        def _confirm(self, data: st.DataObject) -> None:
+            self._left(data, "_confirm", "moving", source=True)
+
+        def _revert(self, data: st.DataObject) -> None:
+            self._left(data, "_revert", "moving", source=False)
+
+        def _clean_evacuated(self, data: st.DataObject) -> None:
+            self._left(data, "_clean_evacuated", "evacuated", source=True)
+
+        def _move(self, data: st.DataObject) -> None:
+            """As above; for an instance whose disk nova put on the second pool the
+            scheduler's claim follows the conductor's at once, with no agent cycle in
+            between. KNOWN DEFECT (issue 33 report, test_nova_shared_storage.py's
+            ``test_conductors_window_with_the_disk_on_the_second_pool``): in that window
+            the source's agent heals the instance with its plan (its disk on the first
+            pool) instead of finding it *moving*; nova's claim then doubles it up. Drop
+            this branch, and the one in ``_unclaim``, once that is fixed."""
+            # KNOWN DEFECT (test_operator_additions.py's
+            # ``test_the_conductors_window_before_the_first_audit``): an instance holding a
+            # licence whose share the conductor moves before its host's agent ever audited
+            # it is healed (without the licence). Until fixed, such a host audits first.
+            for label in sorted({s.host for s in self.servers.values() if self._unaudited(s)}):
+                self._two_cycles(label, 1)
+            super()._move(data)
+            for s in self.servers.values():
+                if s.state == "scheduling" and self._off_plan(s):
+                    self.c.nova.adapter.before_write = None
+                    self.place(data, s, s.dest)
+                    s.state, s.holds = "claimed", {s.dest: s.flavor}
+
+        def _unclaim(self, data: st.DataObject) -> None:
+            """As above, except for the known defect's window (``_move``)."""
+            s = self.pick(data, "claimed")
+            if s and not self._off_plan(s):
+                self.c.nova.unclaim(s.uuid, self.c.node(s.dest))
+                s.state, s.holds = "scheduling", {}
+
+        def _plan(self, s: Server) -> Allocations:
+            """The agent's plan for ``s`` on shared storage: its CPU and memory on its host,
+            its disk on the first pool by UUID (agent/tracker/sharing.py)."""
+            compute = {"VCPU": s.flavor.vcpus, "MEMORY_MB": s.flavor.memory_mb}
+            disk = {"DISK_GB": s.flavor.root_gb}
+            return {self.c.nova.root(self.c.node(s.host)): compute, min(self.c.pools): disk}
+
+        def delete_out_of_band(self, data: st.DataObject) -> None:
+            candidates = [
+                s.uuid
+                for s in self.servers.values()
+                if s.state == "active"
+                and not s.unhealed
+                and s.host not in self.down
+                and self.intent.get(s.uuid) == self._plan(s)
+                # KNOWN DEFECT (test_nova_shared_storage.py's
+                # ``test_a_same_host_resize_off_the_second_pool_then_an_out_of_band_delete``):
+                # an instance whose disk once was on the second pool is never healed.
+                and s.uuid not in self.second_pool
+            ]
+            if candidates:
+                s = self.servers[data.draw(st.sampled_from(candidates))]
+                http(self.c.base, "DELETE", f"/allocations/{s.uuid}")
+                s.unhealed = True
+
+        def check(self) -> None:
+            c = self.c
+            for consumer, want in self.intent.items():
+                got = self.allocations(consumer)
+                assert got == want, f"{consumer}: Placement holds {got}, nova wrote {want}"
+            providers = {label: c.nova.root(h.nodename) for label, h in c.hosts.items()}
+            providers |= {f"pool-{n}": rp for n, rp in enumerate(c.pools)}
+            for name, rp in providers.items():
+                want_usage: dict[str, int] = {}
+                for held in self.intent.values():
+                    for rc, n in held.get(rp, {}).items():
+                        want_usage[rc] = want_usage.get(rc, 0) + n
+                got = http_get(c.base, f"/resource_providers/{rp}/usages")["usages"]
+                got = {rc: n for rc, n in got.items() if n}
+                assert got == want_usage, f"{name}: usages {got}, nova's intent {want_usage}"
+                on = http_get(c.base, f"/resource_providers/{rp}/allocations")["allocations"]
+                leaked = sorted(set(on) - {k for k, v in self.intent.items() if rp in v})
+                assert not leaked, f"consumers on {name} nova does not intend: {leaked}"
+            assert http_get(c.base, f"/allocations/{self.foreign}") == self.foreign_seen
+            assert not c.touched, f"agent cycles rewrote nova's consumers: {c.touched}"
+            assert not c.nova.refused, f"Placement refused nova: {c.nova.refused}"
+            for s in self.servers.values():
+                s.unhealed = False
+
+    return SharedNovaAndAgents
+
+
+SETTINGS = settings(
+    max_examples=20,
+    stateful_step_count=12,
+    deadline=None,
+    derandomize=True,
+    # No shrinking: on a failure hypothesis would spend up to 5 minutes shrinking.
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+
+
 def test_nova_and_agents_converge(tmp_path, served):
-    run_state_machine_as_test(
-        machine(tmp_path, served),
-        settings=settings(
-            max_examples=20,
-            stateful_step_count=12,
-            deadline=None,
-            derandomize=True,
-            # No shrinking: on a failure hypothesis would spend up to 5 minutes shrinking.
-            phases=[Phase.explicit, Phase.reuse, Phase.generate],
-            database=None,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-        ),
-    )
+    run_state_machine_as_test(machine(tmp_path, served), settings=SETTINGS)
+
+
+def test_nova_and_agents_converge_on_shared_storage(tmp_path, served):
+    # Fewer, longer runs than the first machine's: a move takes several steps to reach
+    # its destination, and the module stays under a minute on two cores.
+    shared = settings(SETTINGS, max_examples=12, stateful_step_count=24)
+    run_state_machine_as_test(shared_machine(tmp_path, served), settings=shared)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 from agent.placement.report import ReportClient
 from agent.state.store import StateStore
@@ -160,6 +161,9 @@ class Cloud:
         self.nova = Nova(self.base, PROJECT, USER)
         self.touched: list[tuple[str, str, int | None, int | None]] = []
         self.nova.shared_storage = shared
+        # An aggregate of this cloud's own: the served Placement outlives it, and another
+        # cloud's pools in the same aggregate would be this one's too.
+        self.aggregate = str(uuid4())
         self.pools = [self._pool(n) for n in range(pools)]
         if self.pools:
             for host in self.hosts.values():
@@ -169,17 +173,17 @@ class Cloud:
         """A shared-storage pool as an operator adds one: a provider sharing DISK_GB
         (:data:`POOL_DISK_GB`) by aggregate, in one aggregate with both compute nodes
         (resource-providers-allocations.txt, shared storage). Plain HTTP; its UUID."""
-        aggregate = "aaaaaaaa-0000-4000-8000-00000000000a"
-        uuid = call(self.base, "POST", "/resource_providers", {"name": unique(f"pool-{n}")})["uuid"]
+        aggregates = {"aggregates": [self.aggregate]}
+        pool = call(self.base, "POST", "/resource_providers", {"name": unique(f"pool-{n}")})["uuid"]
         for path, body in (
             ("inventories", {"inventories": {"DISK_GB": {"total": POOL_DISK_GB}}}),
             ("traits", {"traits": ["MISC_SHARES_VIA_AGGREGATE"]}),
-            ("aggregates", {"aggregates": [aggregate]}),
+            ("aggregates", aggregates),
         ):
-            self._put(uuid, path, body)
+            self._put(pool, path, body)
         for host in self.hosts.values():
-            self._put(self.nova.root(host.nodename), "aggregates", {"aggregates": [aggregate]})
-        return uuid
+            self._put(self.nova.root(host.nodename), "aggregates", aggregates)
+        return pool
 
     def _put(self, uuid: str, path: str, body: dict[str, Any]) -> None:
         generation = http_get(self.base, f"/resource_providers/{uuid}")["generation"]
