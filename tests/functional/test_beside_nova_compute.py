@@ -16,9 +16,11 @@ where the agent creates the compute node) and nova-compute first.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import uuid as uuidlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +152,37 @@ def _roots(url: str) -> list[tuple[str, str]]:
     return [(p["name"], p["uuid"]) for p in listing if p["parent_provider_uuid"] is None]
 
 
+@contextlib.contextmanager
+def _cleaned(url: str, nova: NovaCompute | None = None) -> Iterator[None]:
+    """Afterwards, whatever happened: the host's nova-compute closed (when given) and
+    Placement emptied for the next test (:func:`_emptied`)."""
+    try:
+        yield
+    finally:
+        if nova is not None:
+            nova.call("close")
+        _emptied(url)
+
+
+def _libvirt_hostname() -> str:
+    """libvirt's hostname: nova's name for the compute node."""
+    conn = libvirt.open("test:///default")
+    try:
+        return conn.getHostname()
+    finally:
+        conn.close()
+
+
+def _nova_uses(nova: NovaCompute, state: Path, url: str, instances: Path, root: str) -> None:
+    """nova-compute started on the plain host after the agent uses the agent's compute node
+    ``root`` (its compute_id), and a claim succeeds; Placement holds that one node."""
+    nova.host(state, "plain", url, libvirt.getVersion(), instances)
+    started = nova.call("start")
+    assert started["ok"] and started["node_uuid"] == root, started
+    _claim(nova, 1)
+    assert _roots(url) == [(NODENAME, root)]
+
+
 def _claim(nova: NovaCompute, n: int) -> dict[str, Any]:
     claim = nova.call("claim", instance=str(uuidlib.uuid4()), vcpus=1, memory_mb=256, root_gb=1)
     assert claim["ok"], (n, claim)
@@ -194,7 +227,7 @@ def _beside(
     **options: Any,
 ) -> None:
     """Both start orders' rounds (module docstring) on ``host``; asserts the last is quiet."""
-    try:
+    with _cleaned(url, nova):
         agent, compute_id = _started(tmp_path, nova, url, host, agent_first, options)
         names = {p["name"] for p in http_get(url, "/resource_providers")["resource_providers"]}
         assert children <= names, (children, names)
@@ -223,9 +256,6 @@ def _beside(
         yielded = agent.report.writer.ledgers.of(NODENAME).yields()
         assert yielded == [], [y.describe() for y in yielded]
         assert _roots(url) == [(NODENAME, compute_id)]
-    finally:
-        nova.call("close")
-        _emptied(url)
 
 
 def _snapshot(url: str) -> dict[str, dict[str, Any]]:
@@ -276,7 +306,7 @@ def test_one_compute_node_whoever_starts_first(tmp_path, placement, nova):
     Placement holds one compute node, compute_id's."""
     for agent_first in (True, False):
         order = tmp_path / ("agent-first" if agent_first else "nova-first")
-        try:
+        with _cleaned(placement.url, nova):
             agent, compute_id = _started(order, nova, placement.url, "plain", agent_first, {})
             _claim(nova, 1)
             assert agent.cycle(placement.url)[0]
@@ -284,9 +314,6 @@ def test_one_compute_node_whoever_starts_first(tmp_path, placement, nova):
             assert restarted["ok"] and restarted["node_uuid"] == compute_id, restarted
             _claim(nova, 2)
             assert _roots(placement.url) == [(NODENAME, compute_id)]
-        finally:
-            nova.call("close")
-            _emptied(placement.url)
 
 
 def test_an_existing_agent_host_gets_novas_compute_id(tmp_path, placement, nova):
@@ -297,20 +324,13 @@ def test_an_existing_agent_host_gets_novas_compute_id(tmp_path, placement, nova)
     state = tmp_path / "nova"
     state.mkdir()
     agent = Agent(tmp_path, "plain", state, {})
-    try:
+    with _cleaned(placement.url, nova):
         assert agent.cycle(placement.url, startup=True)[0]
         [(_name, root)] = _roots(placement.url)
         (state / "compute_id").unlink()  # as an agent before this change left the host
         assert agent.cycle(placement.url, startup=True)[0]
         assert (state / "compute_id").read_text().strip() == root
-        nova.host(state, "plain", placement.url, libvirt.getVersion(), instances)
-        started = nova.call("start")
-        assert started["ok"] and started["node_uuid"] == root, started
-        _claim(nova, 1)
-        assert _roots(placement.url) == [(NODENAME, root)]
-    finally:
-        nova.call("close")
-        _emptied(placement.url)
+        _nova_uses(nova, state, placement.url, instances, root)
 
 
 def test_agent_first_with_a_state_directory_of_its_own(tmp_path, placement, nova):
@@ -327,19 +347,12 @@ def test_agent_first_with_a_state_directory_of_its_own(tmp_path, placement, nova
         {"compute_agent": {"nova_state_path": str(state)}},
         nova_state_path=state,  # what the service passes (agent.state.node_identity.nova_identity)
     )
-    try:
+    with _cleaned(placement.url, nova):
         assert agent.cycle(placement.url, startup=True)[0]
         [(_name, root)] = _roots(placement.url)
         assert (state / "compute_id").read_text().strip() == root
         assert not (tmp_path / "agent" / "compute_id").exists()
-        nova.host(state, "plain", placement.url, libvirt.getVersion(), instances)
-        started = nova.call("start")
-        assert started["ok"] and started["node_uuid"] == root, started
-        _claim(nova, 1)
-        assert _roots(placement.url) == [(NODENAME, root)]
-    finally:
-        nova.call("close")
-        _emptied(placement.url)
+        _nova_uses(nova, state, placement.url, instances, root)
 
 
 @pytest.mark.parametrize("agent_first", [True, False], ids=["agent-first", "nova-first"])
@@ -467,11 +480,7 @@ def test_shared_storage_is_refused_beside_nova_compute_with_nothing_written(tmp_
     """The agent leaves DISK_GB off the compute node on shared storage; nova 34's libvirt
     driver writes it back at every claim (bug 1784020): ``run`` exits 2 in one line naming
     the instances path's storage and ``[compute] shared_storage``; alone, it runs."""
-    conn = libvirt.open("test:///default")
-    try:
-        host = conn.getHostname()  # nova's name for the compute node (checked before)
-    finally:
-        conn.close()
+    host = _libvirt_hostname()  # nova's name for the compute node (checked before)
     conf = _numa_conf(tmp_path, placement.url, "true", False, host, shared_storage=True)
     done = _run(conf, "run", "--once")
     assert done.returncode == 2, done.stderr
@@ -481,25 +490,19 @@ def test_shared_storage_is_refused_beside_nova_compute_with_nothing_written(tmp_
     assert "bug 1784020" in lines[0]
     assert http_get(placement.url, "/resource_providers")["resource_providers"] == []
     alone = _numa_conf(tmp_path, placement.url, "false", False, host, shared_storage=True)
-    try:
+    with _cleaned(placement.url):
         done = _run(alone, "run", "--once")
         assert done.returncode == 0, done.stderr
         (root,) = http_get(placement.url, f"/resource_providers?name={host}")["resource_providers"]
         inventories = http_get(placement.url, f"/resource_providers/{root['uuid']}/inventories")
         assert "DISK_GB" not in inventories["inventories"]
-    finally:
-        _emptied(placement.url)
 
 
 def test_beside_nova_compute_the_agents_host_is_libvirts_hostname(tmp_path, placement):
     """nova names the compute node after libvirt's hostname: beside nova-compute, another
     ``[DEFAULT] host`` is refused at start-up (exit 2, one line, nothing written); libvirt's
     hostname runs."""
-    conn = libvirt.open("test:///default")
-    try:
-        hostname = conn.getHostname()
-    finally:
-        conn.close()
+    hostname = _libvirt_hostname()
     conf = _numa_conf(tmp_path, placement.url, "true", numa=False)
     done = _run(conf, "run", "--once")
     assert done.returncode == 2, done.stderr
@@ -511,11 +514,9 @@ def test_beside_nova_compute_the_agents_host_is_libvirts_hostname(tmp_path, plac
     ]
     assert http_get(placement.url, "/resource_providers")["resource_providers"] == []
     conf = _numa_conf(tmp_path, placement.url, "true", numa=False, host=hostname)
-    done = _run(conf, "run", "--once")
-    try:
+    with _cleaned(placement.url):
+        done = _run(conf, "run", "--once")
         assert done.returncode == 0, done.stderr
         assert [name for name, _uuid in _roots(placement.url)] == [hostname]
         compute_id = (tmp_path / "state" / "compute_id").read_text().strip()
         assert _roots(placement.url) == [(hostname, compute_id)]
-    finally:
-        _emptied(placement.url)
