@@ -13,8 +13,10 @@ change; DESIGN.md "Placement facts"):
   allocations on one of those providers (every instance holds CPUs and
   memory there), which moves its generation. When a CPU and memory
   provider's generation or allocations moved, every other provider of the
-  node (devices) and the sharing provider are read again, so a part removed
-  from a device provider or from shared storage is seen too.
+  node (devices), the sharing provider and every other pool the record saw
+  an instance hold a part on (nova's scheduler may choose any pool of the
+  aggregate) are read again, so a part removed from a device provider or
+  from shared storage is seen too.
 - Otherwise a device provider is read only when its generation (from the
   tree listing the cycle already made) moved.
 
@@ -33,6 +35,7 @@ from functools import cached_property
 from typing import Any
 
 from agent.model.allocations import ByProvider, ConsumerAllocations, ProviderAllocations
+from agent.placement.errors import NotFound
 from agent.placement.report import ReportClient
 from agent.state.store import StateStore
 from agent.tracker import evidence
@@ -146,8 +149,7 @@ def refresh(
         old = record.held.get(rp)
         if moved or old is None or old.generation != generations.get(rp):
             record.held[rp] = read(rp)
-    if sharing is not None and (moved or _shared_elsewhere(record, sharing)):
-        _refresh_shared(report, view, sharing)
+    _refresh_shared(report, view, _pools_to_read(record, view.tree, sharing, moved))
     return view
 
 
@@ -240,21 +242,18 @@ def _follow_consumers(
             if consumers != held.consumers:
                 gens = {c: g for c, g in held.consumer_generations.items() if c != consumer}
                 record.held[rp] = ProviderAllocations(held.generation, consumers, gens)
-        if sharing is not None:
-            _follow_shared(view, consumer, now.allocations, sharing)
+        _follow_shared(view, consumer, now.allocations, sharing)
 
 
-def _follow_shared(view: AuditView, consumer: str, now: ByProvider, sharing: str) -> None:
-    """``consumer``'s part on the sharing provider as it is now (:func:`_refresh_shared`'s rule)."""
+def _follow_shared(view: AuditView, consumer: str, now: ByProvider, sharing: str | None) -> None:
+    """``consumer``'s parts on the sharing provider and on every pool the record saw it
+    hold a part on, as they are now (:func:`_refresh_shared`'s rule)."""
     record = view.record
+    pools = set(record.shared.get(consumer, {})) | ({sharing} if sharing else set())
     held = ConsumerAllocations(allocations=now)
-    ours = bool(held.on(view.owned)) and sharing in evidence.this_hosts_share(
-        held, view.owned, view.tree, {sharing}
-    )
-    parts = {rp: a for rp, a in record.shared.get(consumer, {}).items() if rp != sharing}
-    if sharing in now and ours:
-        parts[sharing] = dict(now[sharing])
-    if parts:
+    share = evidence.this_hosts_share(held, view.owned, view.tree, pools - view.tree)
+    parts = {rp: dict(now[rp]) for rp in sorted(share - view.owned)}
+    if parts and held.on(view.owned):
         record.shared[consumer] = parts
     else:
         record.shared.pop(consumer, None)
@@ -308,21 +307,45 @@ def _shared_elsewhere(record: ConsumerRecord, sharing: str) -> bool:
     return any(set(parts) - {sharing} for parts in record.shared.values())
 
 
-def _refresh_shared(report: ReportClient, view: AuditView, sharing: str) -> None:
-    """What this node's consumers hold on the sharing provider, as Placement has it.
+def _pools_to_read(
+    record: ConsumerRecord, tree: Iterable[str], sharing: str | None, moved: bool
+) -> set[str]:
+    """The pools read this cycle (module docstring): when a CPU and memory provider
+    moved, the sharing provider and every provider outside ``tree`` the record saw a
+    consumer hold a part on; otherwise the sharing provider alone, and only when the
+    record names another (the aggregate's pool changed)."""
+    pools = {rp for parts in record.shared.values() for rp in parts} - set(tree) if moved else set()
+    if sharing is not None and (moved or _shared_elsewhere(record, sharing)):
+        pools.add(sharing)
+    return pools
+
+
+def _refresh_shared(report: ReportClient, view: AuditView, pools: Iterable[str]) -> None:
+    """What this node's consumers hold on ``pools`` (the sharing provider, and every
+    pool the record saw a part on), as Placement has it; a pool that is gone holds nothing.
 
     A consumer's part there is this host's share only while it holds something on
     the host's own providers (its CPU and memory: :func:`agent.tracker.evidence.this_hosts_share`);
     a listed instance nova moved elsewhere has its pool part go with the other host.
+    Every pool the record names is read, not only the one the plan uses: with
+    several pools in the aggregate nova's scheduler may put a disk on any of them,
+    and a part remembered there unread would count as held after nova moved it
+    (to a migration record, to another pool), so the instance would be healed in
+    the conductor's window, kept *gone* after it left, or drift for ever (issue 33,
+    "This host's share, by evidence").
     """
     record = view.record
     ours = set(view.held)
-    found = _read(report, view, sharing).consumers
-    for consumer in sorted(ours | set(record.shared)):
-        parts = {rp: a for rp, a in record.shared.get(consumer, {}).items() if rp != sharing}
-        if consumer in found and consumer in ours:
-            parts[sharing] = dict(found[consumer])
-        if parts:
-            record.shared[consumer] = parts
-        else:
-            record.shared.pop(consumer, None)
+    for pool in sorted(pools):
+        try:
+            found = _read(report, view, pool).consumers
+        except NotFound:
+            found = {}
+        for consumer in sorted(ours | set(record.shared)):
+            parts = {rp: a for rp, a in record.shared.get(consumer, {}).items() if rp != pool}
+            if consumer in found and consumer in ours:
+                parts[pool] = dict(found[consumer])
+            if parts:
+                record.shared[consumer] = parts
+            else:
+                record.shared.pop(consumer, None)

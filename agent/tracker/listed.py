@@ -117,8 +117,11 @@ class ListedInstances:
         consumer without type, of the instance's project and user, holds
         exactly its share here: healing it would make nova's claim merge
         the source share into the destination's (``claim_resources``). A
-        record matches what the instance held here at the last audit (or its
-        plan), and one record explains one instance, by evidence
+        record matches what the instance held here at the last audit, or its
+        plan, compared on the classes the planner produces (one booted and
+        moved between two audits holds a flavor's ``resources:CUSTOM_*`` the
+        plan lacks: nova's, kept as held, :func:`agent.tracker.evidence.planned_part`;
+        issue 33, case 3), and one record explains one instance, by evidence
         (:func:`agent.tracker.evidence.assign_records`). One ``GET
         /allocations/{consumer}`` per record assigned.
 
@@ -139,7 +142,9 @@ class ListedInstances:
             contenders[consumer] = sorted(
                 c
                 for c, parts in others.items()
-                if parts in shares or (was_moving and before.get(c) == parts)
+                if parts in shares
+                or evidence.planned_part(parts, view.owned, view.produces) == shares[0]
+                or (was_moving and before.get(c) == parts)
             )
         found: dict[str, str] = {}
         owners: dict[str, ConsumerAllocations] = {}

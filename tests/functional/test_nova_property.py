@@ -26,9 +26,8 @@ A second machine (:func:`shared_machine`, issue 33) runs the same steps on share
 two pools in the hosts' aggregate, a flavor asking a class only a provider config file
 gives, and two same-host operations (a reboot, a resize with the domain absent for one
 cycle); its judge is what nova's own calls wrote, read back after each of them, for every
-provider, pools included. The defects it found are kept out of its runs where noted
-(``KNOWN``), each reproduced as a strict xfail in test_nova_shared_storage.py or
-test_operator_additions.py.
+provider, pools included. The four defects it found are reproduced in
+test_nova_shared_storage.py and test_operator_additions.py.
 """
 
 from __future__ import annotations
@@ -503,7 +502,6 @@ def shared_machine(tmp_path, served):  # noqa: C901 (the machine above, on share
 
         def __init__(self) -> None:
             self.intent: dict[str, Allocations] = {}
-            self.second_pool: set[str] = set()
             super().__init__()
 
         def cloud(self, workdir: Path) -> Cloud:
@@ -529,9 +527,6 @@ def shared_machine(tmp_path, served):  # noqa: C901 (the machine above, on share
             used = {c for s in self.servers.values() for c in (s.uuid, s.mig) if c}
             for consumer in sorted((used | set(self.intent)) - unhealed):
                 self.intent[consumer] = self.allocations(consumer)
-            for s in self.servers.values():
-                if self._off_plan(s):
-                    self.second_pool.add(s.uuid)
 
         def applicable(self) -> list[str]:
             """As above, with the same-host reboot, and moves (the same-host resize among
@@ -570,82 +565,6 @@ def shared_machine(tmp_path, served):  # noqa: C901 (the machine above, on share
                 self.c.hosts[s.dest].define(s.uuid, s.flavor, s.project)
                 s.state, s.host = "moving", s.dest
 
-        def _off_plan(self, s: Server) -> bool:
-            """nova's migration record or instance ``s`` holds a disk on the pool the
-            agent's plan does not use (the second by UUID)."""
-            held = {rp for c in (s.mig, s.uuid) if c for rp in self.allocations(c)}
-            return any(rp in self.c.pools and rp != min(self.c.pools) for rp in held)
-
-        def _left(self, data: st.DataObject, op: str, state: str, source: bool) -> None:
-            """nova's ``op`` on an instance in ``state``; when it leaves a host (its move's
-            source with ``source``, else the destination) with a disk on the second pool,
-            that host's agent runs two cycles at once (faults dropped). KNOWN DEFECT
-            (test_nova_shared_storage.py's ``test_a_claim_back_one_audit_after_leaving``):
-            after exactly one audit of the host it left, nova's claim bringing the instance
-            back there is removed as the gone instance's. Drop this once fixed."""
-            before = {
-                s.uuid: s.src if source else s.dest
-                for s in self.servers.values()
-                if s.state == state and s.src != s.dest and self._off_plan(s)
-            }
-            getattr(super(), op)(data)
-            for s in self.servers.values():
-                if s.uuid in before and s.state != state:
-                    self._two_cycles(before[s.uuid])
-
-        def _unaudited(self, s: Server) -> bool:
-            """``s`` is running, holds a licence, and its host's agent has not recorded
-            what it holds there (the record's ``held``, which the moving evidence reads)."""
-            if s.state != "active" or s.unhealed or not s.flavor.extra_specs:
-                return False
-            host = self.c.hosts[s.host]
-            held = host.tracker.audit.record(host.nodename).held
-            return not any(s.uuid in on.consumers for on in held.values())
-
-        def _two_cycles(self, label: str, n: int = 2) -> None:
-            """``n`` cycles of host ``label``'s agent, its faults dropped."""
-            if label in self.c.hosts and label not in self.down:
-                self.c.hosts[label].disarm()
-                for _ in range(n):
-                    self.cycle(label)
-
-        def _confirm(self, data: st.DataObject) -> None:
-            self._left(data, "_confirm", "moving", source=True)
-
-        def _revert(self, data: st.DataObject) -> None:
-            self._left(data, "_revert", "moving", source=False)
-
-        def _clean_evacuated(self, data: st.DataObject) -> None:
-            self._left(data, "_clean_evacuated", "evacuated", source=True)
-
-        def _move(self, data: st.DataObject) -> None:
-            """As above; for an instance whose disk nova put on the second pool the
-            scheduler's claim follows the conductor's at once, with no agent cycle in
-            between. KNOWN DEFECT (issue 33 report, test_nova_shared_storage.py's
-            ``test_conductors_window_with_the_disk_on_the_second_pool``): in that window
-            the source's agent heals the instance with its plan (its disk on the first
-            pool) instead of finding it *moving*; nova's claim then doubles it up. Drop
-            this branch, and the one in ``_unclaim``, once that is fixed."""
-            # KNOWN DEFECT (test_operator_additions.py's
-            # ``test_the_conductors_window_before_the_first_audit``): an instance holding a
-            # licence whose share the conductor moves before its host's agent ever audited
-            # it is healed (without the licence). Until fixed, such a host audits first.
-            for label in sorted({s.host for s in self.servers.values() if self._unaudited(s)}):
-                self._two_cycles(label, 1)
-            super()._move(data)
-            for s in self.servers.values():
-                if s.state == "scheduling" and self._off_plan(s):
-                    self.c.nova.adapter.before_write = None
-                    self.place(data, s, s.dest)
-                    s.state, s.holds = "claimed", {s.dest: s.flavor}
-
-        def _unclaim(self, data: st.DataObject) -> None:
-            """As above, except for the known defect's window (``_move``)."""
-            s = self.pick(data, "claimed")
-            if s and not self._off_plan(s):
-                self.c.nova.unclaim(s.uuid, self.c.node(s.dest))
-                s.state, s.holds = "scheduling", {}
-
         def _plan(self, s: Server) -> Allocations:
             """The agent's plan for ``s`` on shared storage: its CPU and memory on its host,
             its disk on the first pool by UUID (agent/tracker/sharing.py)."""
@@ -661,10 +580,6 @@ def shared_machine(tmp_path, served):  # noqa: C901 (the machine above, on share
                 and not s.unhealed
                 and s.host not in self.down
                 and self.intent.get(s.uuid) == self._plan(s)
-                # KNOWN DEFECT (test_nova_shared_storage.py's
-                # ``test_a_same_host_resize_off_the_second_pool_then_an_out_of_band_delete``):
-                # an instance whose disk once was on the second pool is never healed.
-                and s.uuid not in self.second_pool
             ]
             if candidates:
                 s = self.servers[data.draw(st.sampled_from(candidates))]

@@ -148,13 +148,6 @@ def test_two_pools_a_disk_nova_put_on_the_second_is_held(tmp_path, served):
         assert c.pool_usage(second) == 10
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known defect (found by test_nova_property.py's shared-storage machine): an "
-    "instance whose disk is on a pool the plan does not use is in the record's `shared`, so "
-    "ListedInstances.decide takes it down the `_here` path and heals it in the conductor's "
-    "window instead of asking pending_moves",
-)
 def test_conductors_window_with_the_disk_on_the_second_pool(tmp_path, served):
     """Cases 2 and 3 together: nova put the disk on the pool the agent's plan does not use;
     the conductor moves the whole allocation to the migration record. Until the scheduler
@@ -171,12 +164,6 @@ def test_conductors_window_with_the_disk_on_the_second_pool(tmp_path, served):
     assert c.pool_usage(second) == 10
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known defect (found by test_nova_property.py's shared-storage machine): one "
-    "audit after an instance with its disk on the second pool left A, nova's claim bringing "
-    "it back to A is removed by A's next audit as the gone instance's allocation",
-)
 def test_a_claim_back_one_audit_after_leaving(tmp_path, served):
     """The disk on the pool the plan does not use; a live migration A->B, confirmed; one
     cycle of each host (A finds the instance gone); a move back to A: nova's destination
@@ -197,13 +184,6 @@ def test_a_claim_back_one_audit_after_leaving(tmp_path, served):
     expect(c, "claimed back on A", A=S, B=S, pool=20, n=c.pools.index(second))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known defect (found by test_nova_property.py's shared-storage machine): the "
-    "record's `shared` keeps the instance's old part on the second pool after a same-host "
-    "resize put its disk on the first; the instance counts as holding it (drift) and an "
-    "allocation deleted out of band is never healed",
-)
 def test_a_same_host_resize_off_the_second_pool_then_an_out_of_band_delete(tmp_path, served):
     """A large instance's disk on the pool the plan does not use; a resize on the same host
     whose claim puts the small disk on the plan's pool; confirmed. An operator deletes the

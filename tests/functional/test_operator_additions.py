@@ -180,12 +180,6 @@ def test_the_conductors_window_for_an_instance_whose_allocation_is_not_the_plan(
     assert held == WINDOWS.resources() and nova.refused == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known defect (found by test_nova_property.py's shared-storage machine): with no "
-    "audit of the instance yet, the moving evidence compares the migration record with the "
-    "plan, which lacks the licence: the instance is healed in the conductor's window",
-)
 def test_the_conductors_window_before_the_first_audit(tmp_path, served):
     """Case 3 for an instance booted and moved between two audits: the conductor moves its
     share (with the licence) to the migration record before the agent ever saw it. Nothing
