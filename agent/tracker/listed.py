@@ -122,8 +122,10 @@ class ListedInstances:
         moved between two audits holds a flavor's ``resources:CUSTOM_*`` the
         plan lacks: nova's, kept as held, :func:`agent.tracker.evidence.planned_part`;
         issue 33, case 3), and one record explains one instance, by evidence
-        (:func:`agent.tracker.evidence.assign_records`). One ``GET
-        /allocations/{consumer}`` per record assigned.
+        (:func:`agent.tracker.evidence.assign_records`) among the records
+        whose type and owner say they may be its own
+        (:func:`agent.tracker.evidence.holds_its_share`). One ``GET
+        /allocations/{consumer}`` per consumer whose amounts here match.
 
         Returns:
             ``{instance: why}`` for those found (they are *moving*).
@@ -146,17 +148,21 @@ class ListedInstances:
                 or evidence.planned_part(parts, view.owned, view.produces) == shares[0]
                 or (was_moving and before.get(c) == parts)
             )
-        found: dict[str, str] = {}
         owners: dict[str, ConsumerAllocations] = {}
-        for consumer, other in evidence.assign_records(
-            contenders, view.record.moving, before
-        ).items():
-            if other not in owners:
-                owners[other] = self.report.get_allocations(other)
-            why = evidence.holds_its_share(owners[other], missing[consumer], other)
-            if why:
-                found[consumer] = why
-        return found
+        for consumer, records in contenders.items():
+            for other in records:
+                if other not in owners:
+                    owners[other] = self.report.get_allocations(other)
+            # Type and owner first: a new instance's claim of the same amounts (typed, or
+            # another owner's) is no record, and must not win one by sorting first.
+            contenders[consumer] = [
+                r for r in records if evidence.holds_its_share(owners[r], missing[consumer], r)
+            ]
+        assigned = evidence.assign_records(contenders, view.record.moving, before)
+        return {
+            consumer: evidence.holds_its_share(owners[other], missing[consumer], other)
+            for consumer, other in assigned.items()
+        }
 
     def _here(
         self,

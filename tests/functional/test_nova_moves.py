@@ -263,6 +263,24 @@ def test_a_momentary_absence_of_the_domain_releases_nothing(cloud):
     c.expect("resize on A confirmed", A=L, B=IDLE)
 
 
+def test_the_conductors_window_beside_a_new_claim_of_the_same_amounts(cloud):
+    """One record explains one instance, by evidence, never by UUID order (issue 33, case
+    4): while the conductor holds the instance's share on its migration record, the
+    scheduler claims the same flavor on A for a new instance of another project whose UUID
+    sorts before the record's. That claim is nobody's migration record (another owner):
+    the instance is *moving*, not healed (found by the shared-storage machine)."""
+    c, inst = cloud, str(uuid.uuid4())
+    new, mig = sorted(str(uuid.uuid4()) for _ in range(2))
+    c.nova.schedule(inst, SMALL, c.node("A"), "p1")
+    c.hosts["A"].define(inst, SMALL, "p1")
+    c.cycle(watch=(inst,))
+    c.nova.start_move(inst, mig, c.node("A"))
+    c.nova.schedule(new, SMALL, c.node("A"), "p2")
+    c.cycle(watch=(inst, mig, new))
+    c.expect("move being scheduled beside a new claim", A=usage(SMALL, SMALL), B=IDLE)
+    assert c.holds(inst) == {}
+
+
 def test_agent_cycles_between_nova_reads_and_writes(cloud):
     """Both agents run a cycle just before every write nova sends, after the reads it took
     the consumers' generations from (the race nova's generations guard against): resize and
