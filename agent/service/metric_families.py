@@ -24,7 +24,7 @@ from agent.model.exceptions import AgentError
 from agent.model.provider_tree import ProviderTree
 from agent.model.yields import KINDS
 from agent.shape.layout import OWNER_TRAIT
-from agent.tracker.consumer_record import State
+from agent.tracker.consumer_state import State
 
 if TYPE_CHECKING:
     from agent.placement.client import RequestEvent

@@ -24,14 +24,22 @@ audit"); the rules:
   migration record (:func:`agent.tracker.evidence.keep_unknown`).
 
 The record is saved before the first write (write-ahead) and after every
-batch of writes, so a failure at any instant leaks nothing. The audit is in
-two halves, :meth:`AllocationAudit.begin` (record, save, decide) and
-:meth:`AllocationAudit.finish` (apply what the writes in bulk did, then the
-other rules in order), so that the cycle writes the new consumers of many
-nodes together in between (:mod:`agent.tracker.new_allocations`);
-:meth:`AllocationAudit.reconcile` is both around the node's own write. A write refused
-for one consumer (400, 404, 409 after the retries) fails that consumer
-only. What is read each cycle is :mod:`agent.tracker.audit_read`'s.
+batch of writes, so a failure at any instant leaks nothing. One entry per
+trigger, each reading top to bottom:
+
+- a cycle: :meth:`AllocationAudit.begin` (record, save, decide) and
+  :meth:`AllocationAudit.finish` (apply what the writes in bulk did, then
+  the other rules in order), so that the cycle writes the new consumers of
+  many nodes together in between (:mod:`agent.tracker.new_allocations`);
+- an event's instances: :meth:`AllocationAudit.instances`
+  (:mod:`agent.tracker.targeted` reads and plans them);
+- a claim and its giving back: :meth:`AllocationAudit.claimed`,
+  :meth:`AllocationAudit.claim_given_back`.
+
+The rules' helpers (:class:`~agent.tracker.listed.ListedInstances`,
+:class:`~agent.tracker.removal.Removals`) are private to the audit. A write
+refused for one consumer (400, 404, 409 after the retries) fails that
+consumer only. What is read each cycle is :mod:`agent.tracker.audit_read`'s.
 """
 
 from __future__ import annotations
@@ -41,17 +49,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from agent.model.allocations import (
-    ByProvider,
-    ConsumerAllocations,
-    ProviderAllocations,
-)
+from agent.model.allocations import ByProvider, ConsumerAllocations
 from agent.placement.report import ReportClient
 from agent.state.store import StateStore
-from agent.tracker import evidence
+from agent.tracker import evidence, record_json
 from agent.tracker.audit_read import AuditView
 from agent.tracker.audit_result import AuditDraft, AuditResult, AuditRules, BulkWrites
-from agent.tracker.consumer_record import ConsumerRecord, State
+from agent.tracker.consumer_record import ConsumerRecord
 from agent.tracker.listed import ListedInstances
 from agent.tracker.removal import Removals
 
@@ -79,16 +83,16 @@ class AllocationAudit:
         self.state = state
         self.rules = rules or AuditRules()
         self.clock = clock
-        self.removals = Removals(report, self.rules, clock, self.checkpoint)
-        self.listed = ListedInstances(report, self.rules, self.checkpoint)
+        self._removals = Removals(report, self.rules, clock, self.checkpoint)
+        self._listed = ListedInstances(report, self.rules, self.checkpoint)
 
     def record(self, nodename: str) -> ConsumerRecord:
         """The stored record of ``nodename`` (empty when there is none)."""
-        return ConsumerRecord.from_json(self.state.consumers(nodename))
+        return record_json.load(self.state.consumers(nodename))
 
     def save(self, nodename: str, record: ConsumerRecord) -> None:
         """Store ``record`` for ``nodename``."""
-        self.state.set_consumers(nodename, record.to_json())
+        self.state.set_consumers(nodename, record_json.dump(record))
 
     def view(self, nodename: str, owned: set[str], tree: Iterable[str]) -> AuditView:
         """The node's record as last saved, as a view, without reading Placement (targeted updates).
@@ -98,7 +102,7 @@ class AllocationAudit:
             tree: every provider of the node's tree.
         """
         stored = self.state.consumers(nodename) or {}
-        record = ConsumerRecord.from_json(stored)
+        record = record_json.load(stored)
         return AuditView(nodename, record, set(owned), stored, frozenset(tree) | set(owned))
 
     def checkpoint(self, view: AuditView, statuses: bool = False) -> None:
@@ -111,16 +115,16 @@ class AllocationAudit:
                 write-ahead saves before and between writes skip them, or an
                 unchanged node's record was written twice a cycle (issue 28).
         """
-        doc = view.record.to_json()
+        doc = record_json.dump(view.record)
         if doc == view.stored:
             return
         if statuses or _but_statuses(doc) != _but_statuses(view.stored):
             self.save(view.nodename, view.record)
             view.stored = doc
 
-    # -- the audit ---------------------------------------------------------------
+    # -- a cycle: begin, the cross-node writes, finish -----------------------------
 
-    def reconcile(
+    def begin(
         self,
         view: AuditView,
         expected: Mapping[str, ConsumerAllocations],
@@ -128,13 +132,9 @@ class AllocationAudit:
         keep: set[str] | frozenset[str] = frozenset(),
         owners: Mapping[str, evidence.Owner] | None = None,
         unreadable: set[str] | frozenset[str] = frozenset(),
-    ) -> AuditResult:
-        """Put every consumer of the node in its state and apply that state's rule.
-
-        :meth:`begin`, the node's new consumers written on their own
-        (:meth:`write_alone`), then :meth:`finish`; the cycle writes many
-        nodes' new consumers together between the two instead
-        (:mod:`agent.tracker.new_allocations`).
+    ) -> AuditDraft:
+        """The audit up to its writes in bulk: every listed instance recorded and saved
+        (write-ahead), the in-step, drifting and moving decided.
 
         Args:
             view: from :func:`agent.tracker.audit_read.refresh` of this cycle.
@@ -149,31 +149,6 @@ class AllocationAudit:
                 written nor removed until they can be read again.
 
         Returns:
-            An :class:`AuditResult`; failures of single consumers are in
-            ``errors`` and do not stop the audit.
-
-        Raises:
-            PlacementUnavailable: Placement cannot be reached (the cycle
-                fails; what was written is in the saved record).
-        """
-        draft = self.begin(view, expected, present, keep, owners, unreadable)
-        return self.finish(draft, self.write_alone(draft))
-
-    def begin(
-        self,
-        view: AuditView,
-        expected: Mapping[str, ConsumerAllocations],
-        present: set[str],
-        keep: set[str] | frozenset[str] = frozenset(),
-        owners: Mapping[str, evidence.Owner] | None = None,
-        unreadable: set[str] | frozenset[str] = frozenset(),
-    ) -> AuditDraft:
-        """The audit up to its writes in bulk: every listed instance recorded and saved
-        (write-ahead), the in-step, drifting and moving decided.
-
-        Args: as :meth:`reconcile`.
-
-        Returns:
             An :class:`AuditDraft` whose ``new`` are to be written in bulk,
             then given to :meth:`finish` with what became of them.
 
@@ -181,14 +156,14 @@ class AllocationAudit:
             PlacementUnavailable: Placement cannot be reached.
         """
         record = view.record
-        record.statuses.clear()
+        record.audit_begun()
         record.listed(present)
         expired = record.expire_claims(self.clock(), self.rules.build_grace)
         for consumer in expired:
             LOG.warning("instance %s: claimed but never listed; claim given back", consumer)
         self.checkpoint(view)  # every listed instance is recorded before any write
         for consumer in sorted(unreadable):
-            record.status(consumer, State.HERE, "listed but unreadable: left as Placement holds it")
+            record.unreadable(consumer)
         draft = AuditDraft(
             view,
             expected,
@@ -198,20 +173,8 @@ class AllocationAudit:
             frozenset(unreadable),
             AuditResult(reads=view.reads),
         )
-        self.listed.decide(draft)
+        self._listed.decide(draft)
         return draft
-
-    def write_alone(self, draft: AuditDraft) -> BulkWrites:
-        """Write ``draft.new`` on their own, :data:`~agent.placement.consumers.BULK_BATCH`
-        per ``POST /allocations``.
-
-        Raises:
-            PlacementUnavailable, PlacementError: a batch failed otherwise than with a 4xx.
-        """
-        if not draft.new:
-            return BulkWrites()
-        written, refused = self.report.write_new_allocations(draft.new)
-        return BulkWrites(written, refused)
 
     def finish(self, draft: AuditDraft, bulk: BulkWrites) -> AuditResult:
         """The rest of the audit once ``draft.new`` were written (or refused, or failed).
@@ -227,20 +190,98 @@ class AllocationAudit:
         """
         view, result = draft.view, draft.result
         record = view.record
-        self.listed.apply(draft, bulk)
-        touched = draft.touched | self.removals.remove_gone(view, result)
-        for consumer, when in sorted(record.claims.items()):
-            record.status(consumer, State.BUILDING, f"claimed at {when:.0f}, not listed yet")
-        touched |= self.removals.remove_foreign(view, draft.present, draft.owners, result)
+        self._listed.apply(draft, bulk)
+        touched = draft.touched | self._removals.remove_gone(view, result)
+        record.claims_reported()
+        touched |= self._removals.remove_foreign(view, draft.present, draft.owners, result)
         record.settle(draft.present, view.held)
         # Our own writes moved these generations: read them again next time,
         # unless the next listing proves nobody else wrote them (agent.tracker.own_writes).
         proven = view.own.confirm(self.report, view.nodename, record)
-        for rp in (touched & set(record.held)) - proven:
-            record.held[rp] = ProviderAllocations(None, record.held[rp].consumers)
+        record.held.read_again(touched - proven)
         self.checkpoint(view, statuses=True)
         result.statuses = [record.statuses[c] for c in sorted(record.statuses)]
         return result
+
+    # -- an event's instances ------------------------------------------------------
+
+    def instances(
+        self,
+        view: AuditView,
+        found: set[str],
+        vanished: set[str],
+        plans: Mapping[str, ConsumerAllocations],
+        keep: set[str] | frozenset[str] = frozenset(),
+    ) -> AuditResult:
+        """The audit's states and rules for the instances of a batch of driver events.
+
+        On the record as the last cycle left it: the found recorded and the
+        vanished made *gone*, saved before any write; those holding nothing
+        here (at the last audit, ``view.before``) written many per ``POST
+        /allocations``, unless nova's migration record holds their share
+        (*moving*); the refused and those holding something here read alone
+        (*moving*: nothing written; drift: rewritten only with
+        ``rewrite_differing_allocations``); the vanished lose this host's
+        share. What was written or removed is put in the record for the next
+        planning, its providers read again next cycle.
+
+        Args:
+            view: :meth:`view` of the node.
+            found: the instances the driver read.
+            vanished: instances the driver no longer has, that the record knows.
+            plans: ``{instance: ConsumerAllocations}`` planned for the found.
+            keep: owned providers whose allocations stay as they are.
+
+        Returns:
+            An :class:`AuditResult` (failures of single consumers in ``errors``).
+
+        Raises:
+            PlacementUnavailable: Placement cannot be reached (after the bulk write).
+        """
+        record = view.record
+        for uuid in found:
+            record.seen(uuid)
+        for uuid in vanished:
+            record.vanished(uuid)
+        self.checkpoint(view)  # recorded before any write
+        result = AuditResult()
+        new = {u: p for u, p in plans.items() if not view.before.get(u) and u not in record.moving}
+        for uuid, why in self._listed.pending_moves(view, found, new).items():
+            del new[uuid]
+            self._listed.moving(record, uuid, why, result)
+        refused = self._write_new(view, new, keep, result)
+        for uuid in sorted(set(plans) - set(new) - set(result.moving)) + refused:
+            self._listed.settle_one(
+                view, uuid, plans[uuid], keep, result, rewrite=self.rules.rewrite_drift
+            )
+        self._removals.remove_gone(view, result, only=vanished)
+        for uuid in result.written:
+            record.held.planned_here(uuid, plans[uuid].on(view.owned), view.owned)
+        for uuid in result.removed:
+            record.held.planned_here(uuid, {}, view.owned)
+        self.checkpoint(view)
+        return result
+
+    def _write_new(
+        self,
+        view: AuditView,
+        new: Mapping[str, ConsumerAllocations],
+        keep: set[str] | frozenset[str],
+        result: AuditResult,
+    ) -> list[str]:
+        """Write ``new`` many per ``POST /allocations``; returns those refused with a 4xx.
+
+        A batch that fails otherwise (a 5xx) fails its consumers only, named in
+        ``result.errors``: the rest of the event's instances go on.
+        """
+        try:
+            return self._listed.write_missing(view, new, keep, result, set())
+        except Exception as exc:  # a 5xx, Placement unreachable: the next cycle heals
+            for uuid in sorted(new):
+                line = f"instance {uuid}: targeted update failed: {type(exc).__name__}: {exc}"
+                LOG.error("%s", line)
+                result.errors.append(line)
+            return []
 
     # -- claims ------------------------------------------------------------------------
 

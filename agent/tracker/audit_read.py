@@ -35,7 +35,7 @@ from typing import Any
 from agent.model.allocations import ByProvider, ConsumerAllocations, ProviderAllocations
 from agent.placement.report import ReportClient
 from agent.state.store import StateStore
-from agent.tracker import evidence
+from agent.tracker import evidence, record_json
 from agent.tracker.consumer_record import ConsumerRecord
 from agent.tracker.own_writes import OwnWrites
 from agent.tracker.vouch import AllocationVouch
@@ -126,7 +126,7 @@ def refresh(
     """
     stored = state.consumers(nodename) or {}
     loaded = earlier.record if earlier is not None else None
-    record = loaded if loaded is not None else ConsumerRecord.from_json(stored)
+    record = loaded if loaded is not None else record_json.load(stored)
     view = AuditView(nodename, record, set(owned), stored, frozenset(tree) | set(owned))
     generations = report.provider_generations(nodename)
     read = _reader(report, view, generations, earlier.read if earlier is not None else {})

@@ -23,7 +23,7 @@ from agent.placement.report import ReportClient
 from agent.tracker import evidence
 from agent.tracker.audit_read import AuditView
 from agent.tracker.audit_result import AuditDraft, AuditResult, AuditRules, BulkWrites, failed
-from agent.tracker.consumer_record import ConsumerRecord, State
+from agent.tracker.consumer_record import ConsumerRecord
 from agent.tracker.removal import ours_of
 
 LOG = logging.getLogger(__name__)
@@ -66,8 +66,7 @@ class ListedInstances:
                     view, consumer, want, held.get(consumer, {}), draft.keep, draft.result
                 )
             elif want is None or not want.allocations:
-                record.in_step(consumer)
-                record.status(consumer, State.HERE, "listed; uses nothing here")
+                record.uses_nothing(consumer)
             elif consumer in record.moving:
                 one_by_one.append(consumer)
             else:
@@ -79,10 +78,7 @@ class ListedInstances:
             new.pop(consumer, None)
             if consumer in one_by_one:
                 one_by_one.remove(consumer)
-            if consumer not in record.moving:
-                LOG.info("instance %s: moving; nothing written (%s)", consumer, why)
-            record.is_moving(consumer, why)
-            draft.result.moving.append(consumer)
+            self.moving(record, consumer, why, draft.result)
         draft.new = _without_kept(new, draft.keep)
         draft.one_by_one = one_by_one
 
@@ -173,18 +169,16 @@ class ListedInstances:
         want_here = evidence.on_held_pools(want_here, have_here, view.tree)
         line = evidence.drift_line(want_here, have_here)
         if not line:
-            record.in_step(consumer)
-            record.status(consumer, State.HERE, "listed; Placement holds its plan")
+            record.holds_plan(consumer)
             return set()
         if evidence.only_missing(want_here, have_here):
             # Parts of the plan it holds nothing of (a device's, the sharing
             # provider's): added, nothing it holds is changed.
             return self.settle_one(view, consumer, want, keep, result, rewrite=False, add=True)
         if not self.rules.rewrite_drift:
-            if record.drifted(consumer, line):
+            if record.drifts(consumer, line):
                 LOG.warning("instance %s: allocation differs from the plan: %s", consumer, line)
             result.drift.append(consumer)
-            record.status(consumer, State.HERE, "listed; allocation differs (drift)", line)
             return set()
         return self.settle_one(view, consumer, want, keep, result, rewrite=True)
 
@@ -231,16 +225,12 @@ class ListedInstances:
             failed(f"instance {consumer}: allocation not written", exc, result)
             return set()
         if decided and decided[0]:
-            self._moving(record, consumer, decided[0], result)
+            self.moving(record, consumer, decided[0], result)
             return set()
         if not wrote or not sent:
-            record.in_step(consumer)
-            record.holds_on_pools(consumer, placed[0])
-            record.status(consumer, State.HERE, "listed; Placement already holds it here")
+            record.already_held(consumer, placed[0])
             return set()
         record.written(consumer, placed[0])
-        record.in_step(consumer)
-        record.status(consumer, State.HERE, "listed; allocation written")
         result.written.append(consumer)
         view.own.put(consumer, sent[0].allocations)
         LOG.info("instance %s: allocation written (%s)", consumer, want.on(view.owned))
@@ -248,11 +238,10 @@ class ListedInstances:
         return set(want.providers) | set(view.held.get(consumer, {}))
 
     @staticmethod
-    def _moving(record: ConsumerRecord, consumer: str, why: str, result: AuditResult) -> None:
+    def moving(record: ConsumerRecord, consumer: str, why: str, result: AuditResult) -> None:
         """``consumer`` is found *moving* (logged when it was not already)."""
-        if consumer not in record.moving:
+        if record.found_moving(consumer, why):
             LOG.info("instance %s: moving; nothing written (%s)", consumer, why)
-        record.is_moving(consumer, why)
         result.moving.append(consumer)
 
     def write_missing(
@@ -297,8 +286,7 @@ class ListedInstances:
             view.own.posted({c: wanted[c].allocations for c in batch})
             for consumer in batch:
                 want = wanted[consumer]
-                view.record.written(consumer, want.without(view.owned))
-                view.record.status(consumer, State.HERE, "listed; missing allocation written")
+                view.record.written(consumer, want.without(view.owned), bulk=True)
                 result.written.append(consumer)
                 touched |= want.providers
             LOG.info("%d instance(s): allocations written together", len(batch))

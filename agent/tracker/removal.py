@@ -21,7 +21,6 @@ from agent.placement.report import ReportClient
 from agent.tracker import evidence
 from agent.tracker.audit_read import AuditView
 from agent.tracker.audit_result import AuditResult, AuditRules, failed
-from agent.tracker.consumer_record import State
 
 LOG = logging.getLogger(__name__)
 
@@ -90,8 +89,7 @@ class Removals:
                 record.removal_confirmed(consumer)
                 continue
             if not record.removal_due(consumer):
-                why = "no longer listed; nova wrote it: removed next audit unless nova does first"
-                record.status(consumer, State.GONE, why)
+                record.removal_deferred(consumer)
                 continue
             share: set[str] = set()
             try:
@@ -100,13 +98,12 @@ class Removals:
                 )
             except PlacementError as exc:
                 failed(f"consumer {consumer}: allocations not removed", exc, result)
-                record.status(consumer, State.GONE, "no longer listed; removal to be retried")
+                record.removal_failed(consumer)
                 continue
             view.own.removed(consumer, share)
             if not removed and here:
                 # Still held here, yet nothing was removed: a migration record.
-                record.is_migration(consumer)
-                record.status(consumer, State.FOREIGN, "typed MIGRATION: nova gives it back")
+                record.found_migration(consumer)
                 result.unknown.append(consumer)
                 continue
             record.removal_confirmed(consumer)
@@ -134,7 +131,7 @@ class Removals:
             grace = self.rules.remove_unknown_after
             if consumer in record.migrations or not grace or now - first < grace:
                 result.unknown.append(consumer)
-                record.status(consumer, State.FOREIGN, "not an instance of this host: left alone")
+                record.left_alone(consumer)
                 continue
             why: list[str] = []
 
@@ -152,7 +149,7 @@ class Removals:
                 continue
             if not removed:
                 result.unknown.append(consumer)
-                record.status(consumer, State.FOREIGN, f"kept: {why[0] if why else 'nothing'}")
+                record.left_alone(consumer, why[0] if why else "")
                 continue
             view.own.removed(consumer, ours)
             record.removal_confirmed(consumer)
