@@ -27,10 +27,11 @@ cycle never interleave on one node. What a cycle did is a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Mapping
 
 from oslo_config import cfg
 
@@ -157,47 +158,55 @@ class ResourceTracker:
         self.nodes.map(lambda p: p.complete(p.bulk), gather.close())
 
     def _update_node(self, nodename: str, startup: bool, gather: NewAllocations) -> NodeOutcome:
-        """Sync one node and begin its audit; its new consumers go to ``gather``.
+        """Run :meth:`_node_sync` up to its writes in bulk, which ``gather`` sends with
+        other nodes' (:mod:`agent.tracker.new_allocations`) and then resumes it with.
 
-        The node's lock is taken here and released when its audit is
-        finished (:meth:`_finish_node`), maybe by another thread once the
-        batches carrying its new consumers are answered
-        (:mod:`agent.tracker.new_allocations`).
+        Raises:
+            ReshapeNeeded, ReshapeFailed: as :meth:`update_available_resource`.
         """
         node = NodeOutcome(nodename)
-        lock = self._lock(nodename)
-        lock.acquire()
-        try:
-            draft = self._sync_node(nodename, startup, node)
-        except BaseException as exc:
-            lock.release()
-            if isinstance(exc, (ReshapeNeeded, ReshapeFailed)) or not isinstance(exc, Exception):
-                raise
-            _failed(node, exc)  # one node's failure must not stop the others
-            return node
-        gather.add(
-            Pending(nodename, draft.new, lambda bulk: self._finish_node(node, draft, bulk, lock))
-        )
+        steps = self._node_sync(nodename, startup, node)
+        new = next(steps, None)
+        if new is not None:
+            gather.add(Pending(nodename, new, lambda bulk: _resume(steps, bulk)))
         gather.drain()
         return node
 
-    def _finish_node(
-        self, node: NodeOutcome, draft: AuditDraft, bulk: BulkWrites, lock: threading.Lock
-    ) -> None:
-        """End the node's audit with what became of its new consumers; release its lock."""
-        try:
-            audit = self.audit.finish(draft, bulk)
-            node.allocations_written = audit.written
-            node.allocations_removed = audit.removed
-            node.unknown_consumers = audit.unknown
-            node.moving = audit.moving
-            node.drift = audit.drift
-            node.consumers = [s.to_json() for s in audit.statuses]
-            node.problems.extend(audit.errors)
-        except Exception as exc:  # one node's failure must not stop the others
-            _failed(node, exc)
-        finally:
-            lock.release()
+    def _node_sync(
+        self, nodename: str, startup: bool, node: NodeOutcome
+    ) -> Generator[Mapping[str, ConsumerAllocations], BulkWrites, None]:
+        """One node's sync, top to bottom, under the node's lock.
+
+        The tree read, laid out and written, the audit begun
+        (:meth:`_sync_node`); its new consumers yielded, to be written with
+        other nodes' (100 per ``POST /allocations``); resumed with what became
+        of them, the audit finished (:meth:`AllocationAudit.finish`). The lock
+        is released at the end, maybe by the thread of another node that
+        resumed it once the batch carrying its consumers was answered.
+
+        Yields:
+            ``{consumer: allocations}`` to write in bulk (once, possibly empty).
+
+        Raises:
+            ReshapeNeeded, ReshapeFailed: as :meth:`update_available_resource`.
+        """
+        with self._lock(nodename):
+            try:
+                draft = self._sync_node(nodename, startup, node)
+                bulk = yield draft.new
+                audit = self.audit.finish(draft, bulk)
+            except (ReshapeNeeded, ReshapeFailed):
+                raise
+            except Exception as exc:  # one node's failure must not stop the others
+                _failed(node, exc)
+                return
+        node.allocations_written = audit.written
+        node.allocations_removed = audit.removed
+        node.unknown_consumers = audit.unknown
+        node.moving = audit.moving
+        node.drift = audit.drift
+        node.consumers = [s.to_json() for s in audit.statuses]
+        node.problems.extend(audit.errors)
 
     def _sync_node(self, nodename: str, startup: bool, node: NodeOutcome) -> AuditDraft:
         """The node's tree written and its audit begun (:meth:`AllocationAudit.begin`)."""
@@ -332,6 +341,13 @@ class ResourceTracker:
                 line = f"node {nodename}: targeted update failed: {type(exc).__name__}: {exc}"
                 LOG.error("%s", line)
                 outcome.errors.append(line)
+
+
+def _resume(steps: Generator[object, BulkWrites, None], bulk: BulkWrites) -> None:
+    """Give a node's :meth:`ResourceTracker._node_sync` what became of its new consumers
+    and run it to its end (it catches its own failures)."""
+    with contextlib.suppress(StopIteration):
+        steps.send(bulk)
 
 
 def _failed(node: NodeOutcome, exc: Exception) -> None:
