@@ -53,6 +53,13 @@ from agent.model.allocations import ByProvider, ConsumerAllocations
 from agent.placement.report import ReportClient
 from agent.state.store import StateStore
 from agent.tracker import evidence, record_json
+from agent.tracker.audit_decision import (
+    Listing,
+    decide,
+    found_moving,
+    migration_records,
+    pending_records,
+)
 from agent.tracker.audit_read import AuditView
 from agent.tracker.audit_result import AuditDraft, AuditResult, AuditRules, BulkWrites
 from agent.tracker.consumer_record import ConsumerRecord
@@ -124,77 +131,58 @@ class AllocationAudit:
 
     # -- a cycle: begin, the cross-node writes, finish -----------------------------
 
-    def begin(
-        self,
-        view: AuditView,
-        expected: Mapping[str, ConsumerAllocations],
-        present: set[str],
-        keep: set[str] | frozenset[str] = frozenset(),
-        owners: Mapping[str, evidence.Owner] | None = None,
-        unreadable: set[str] | frozenset[str] = frozenset(),
-    ) -> AuditDraft:
-        """The audit up to its writes in bulk: every listed instance recorded and saved
-        (write-ahead), the in-step, drifting and moving decided.
+    def begin(self, view: AuditView, listing: Listing) -> AuditDraft:
+        """The audit up to its writes in bulk, top to bottom: the listing recorded and
+        saved (write-ahead), the migration records read, the decision made (a value,
+        :func:`agent.tracker.audit_decision.decide`) and noted in the record.
 
         Args:
             view: from :func:`agent.tracker.audit_read.refresh` of this cycle.
-            expected: ``{consumer: ConsumerAllocations}`` planned from the driver.
-            present: every instance UUID the driver lists on the node
-                (including those that use nothing, and those it cannot read).
-            keep: owned providers whose existing allocations stay as they are
-                (hardware that is gone while instances still use it).
-            owners: ``{instance: (project_id, user_id)}`` of the listed
-                instances (the migration-record guard).
-            unreadable: listed instances the driver could not read: neither
-                written nor removed until they can be read again.
+            listing: what the driver lists and plans on the node.
 
         Returns:
-            An :class:`AuditDraft` whose ``new`` are to be written in bulk,
-            then given to :meth:`finish` with what became of them.
+            An :class:`AuditDraft` whose ``decision.bulk`` is to be written in
+            bulk, then given to :meth:`finish` with what became of it.
 
         Raises:
             PlacementUnavailable: Placement cannot be reached.
         """
         record = view.record
         record.audit_begun()
-        record.listed(present)
-        expired = record.expire_claims(self.clock(), self.rules.build_grace)
-        for consumer in expired:
+        record.listed(listing.present)
+        now = self.clock()
+        for consumer in record.expire_claims(now, self.rules.build_grace):
             LOG.warning("instance %s: claimed but never listed; claim given back", consumer)
         self.checkpoint(view)  # every listed instance is recorded before any write
-        for consumer in sorted(unreadable):
-            record.unreadable(consumer)
-        draft = AuditDraft(
-            view,
-            expected,
-            set(present),
-            frozenset(keep),
-            owners or {},
-            frozenset(unreadable),
-            AuditResult(reads=view.reads),
+        records = self._read(set(migration_records(view, listing).values()))
+        decision = decide(
+            view, listing, records, self.rules.rewrite_drift, self.rules.remove_unknown_after, now
         )
-        self._listed.decide(draft)
+        draft = AuditDraft(view, listing, decision, AuditResult(reads=view.reads))
+        self._note(draft, now)
         return draft
 
     def finish(self, draft: AuditDraft, bulk: BulkWrites) -> AuditResult:
-        """The rest of the audit once ``draft.new`` were written (or refused, or failed).
-
-        In order: the written recorded, the refused and once-moving read and
-        written alone, the gone removed, the claims reported, the foreign
-        removed, the record settled, the own writes' generations taken, the
-        record saved.
+        """The decision carried out once ``decision.bulk`` was written (or refused, or
+        failed), top to bottom: the written recorded, the refused and those the decision
+        names read and written alone, the gone removed, the claims reported, the
+        consumers that are not instances removed past their grace, the record settled,
+        the own writes' generations taken, the record saved.
 
         Raises:
             Exception: ``bulk.error`` (after the written are recorded and saved).
             PlacementUnavailable: Placement cannot be reached.
         """
-        view, result = draft.view, draft.result
+        view, result, decision = draft.view, draft.result, draft.decision
         record = view.record
         self._listed.apply(draft, bulk)
-        touched = draft.touched | self._removals.remove_gone(view, result)
+        touched = draft.touched | self._removals.remove_gone(view, decision.remove, result)
         record.claims_reported()
-        touched |= self._removals.remove_foreign(view, draft.present, draft.owners, result)
-        record.settle(draft.present, view.held)
+        guard = evidence.migration_guard(
+            draft.listing.owners, record.moving & draft.listing.present
+        )
+        touched |= self._removals.remove_unknown(view, decision.unknown_due, guard, result)
+        record.settle(set(draft.listing.present), view.held)
         # Our own writes moved these generations: read them again next time,
         # unless the next listing proves nobody else wrote them (agent.tracker.own_writes).
         proven = view.own.confirm(self.report, view.nodename, record)
@@ -202,6 +190,38 @@ class AllocationAudit:
         self.checkpoint(view, statuses=True)
         result.statuses = [record.statuses[c] for c in sorted(record.statuses)]
         return result
+
+    def _note(self, draft: AuditDraft, now: float) -> None:
+        """What the decision settles without a request, in the record (states, reasons)."""
+        record, decision, result = draft.view.record, draft.decision, draft.result
+        for consumer in sorted(draft.listing.unreadable):
+            record.unreadable(consumer)
+        for consumer in sorted(decision.uses_nothing):
+            record.uses_nothing(consumer)
+        for consumer in sorted(decision.in_step):
+            record.holds_plan(consumer)
+        for consumer, line in decision.drift.items():
+            if record.drifts(consumer, line):
+                LOG.warning("instance %s: allocation differs from the plan: %s", consumer, line)
+            result.drift.append(consumer)
+        for consumer, why in decision.moving.items():
+            self._listed.moving(record, consumer, why, result)
+        for consumer in decision.deferred:
+            record.removal_deferred(consumer)
+        for consumer in decision.confirmed:
+            record.removal_confirmed(consumer)
+        for consumer in decision.unknown_due + decision.left_alone:
+            record.first_seen_unknown(consumer, now)
+        for consumer in decision.left_alone:
+            record.left_alone(consumer)
+            result.unknown.append(consumer)
+
+    def _read(self, consumers: set[str]) -> dict[str, ConsumerAllocations]:
+        """``GET /allocations/{consumer}`` of each (in parallel): the migration records."""
+        ordered = sorted(consumers)
+        return dict(
+            zip(ordered, self.report.pool.map(self.report.get_allocations, ordered), strict=True)
+        )
 
     # -- an event's instances ------------------------------------------------------
 
@@ -246,7 +266,8 @@ class AllocationAudit:
         self.checkpoint(view)  # recorded before any write
         result = AuditResult()
         new = {u: p for u, p in plans.items() if not view.before.get(u) and u not in record.moving}
-        for uuid, why in self._listed.pending_moves(view, found, new).items():
+        records = self._read(set(pending_records(view, found, new).values()))
+        for uuid, why in found_moving(view, found, new, records).items():
             del new[uuid]
             self._listed.moving(record, uuid, why, result)
         refused = self._write_new(view, new, keep, result)
@@ -254,13 +275,23 @@ class AllocationAudit:
             self._listed.settle_one(
                 view, uuid, plans[uuid], keep, result, rewrite=self.rules.rewrite_drift
             )
-        self._removals.remove_gone(view, result, only=vanished)
+        self._remove_vanished(view, vanished, result)
         for uuid in result.written:
             record.held.planned_here(uuid, plans[uuid].on(view.owned), view.owned)
         for uuid in result.removed:
             record.held.planned_here(uuid, {}, view.owned)
         self.checkpoint(view)
         return result
+
+    def _remove_vanished(self, view: AuditView, vanished: set[str], result: AuditResult) -> None:
+        """The gone rule for an event's vanished instances: this host's share removed
+        now when the agent wrote it or an earlier audit found it gone, else deferred."""
+        record = view.record
+        gone = sorted(vanished & record.gone)
+        due = [u for u in gone if record.removal_due(u)]
+        for uuid in sorted(set(gone) - set(due)):
+            record.removal_deferred(uuid)
+        self._removals.remove_gone(view, due, result)
 
     def _write_new(
         self,

@@ -44,6 +44,7 @@ from agent.shape.policy import policy_from_conf
 from agent.state.store import StateStore
 from agent.tracker import audit_read
 from agent.tracker.audit import AllocationAudit
+from agent.tracker.audit_decision import Listing
 from agent.tracker.audit_result import AuditDraft, AuditRules, BulkWrites
 from agent.tracker.claims import InstanceClaims
 from agent.tracker.new_allocations import NewAllocations, Pending
@@ -193,7 +194,7 @@ class ResourceTracker:
         with self._lock(nodename):
             try:
                 draft = self._sync_node(nodename, startup, node)
-                bulk = yield draft.new
+                bulk = yield draft.decision.bulk
                 audit = self.audit.finish(draft, bulk)
             except (ReshapeNeeded, ReshapeFailed):
                 raise
@@ -239,7 +240,10 @@ class ResourceTracker:
         unreadable = self.adapter.unreadable_instances(nodename)
         present = {i.uuid for i in listed} | unreadable
         owners = {i.uuid: (i.project_id, i.user_id) for i in listed}
-        return self.audit.begin(view, expected, present, look.keep, owners, unreadable)
+        listing = Listing(
+            expected, frozenset(present), frozenset(look.keep), owners, frozenset(unreadable)
+        )
+        return self.audit.begin(view, listing)
 
     # -- claims --------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from agent.model.allocations import ByProvider, ConsumerAllocations, merge_ours
 from agent.placement.errors import PlacementError
 from agent.placement.report import ReportClient
 from agent.tracker import evidence
+from agent.tracker.audit_decision import Alone, without_kept
 from agent.tracker.audit_read import AuditView
 from agent.tracker.audit_result import AuditDraft, AuditResult, AuditRules, BulkWrites, failed
 from agent.tracker.consumer_record import ConsumerRecord
@@ -48,139 +49,32 @@ class ListedInstances:
         self.rules = rules
         self.checkpoint = checkpoint
 
-    def decide(self, draft: AuditDraft) -> None:
-        """Listed instances: in step, drift (written alone when that is the rule), moving.
-
-        Fills ``draft.new`` with those holding nothing here (to write in bulk,
-        kept providers left out) and ``draft.one_by_one`` with those last seen
-        moving (read alone: still moving?); :meth:`apply` ends it.
-        """
-        view = draft.view
-        record, held = view.record, view.held
-        new: dict[str, ConsumerAllocations] = {}
-        one_by_one: list[str] = []
-        for consumer in sorted(draft.present - draft.unreadable):
-            want = draft.expected.get(consumer)
-            if held.get(consumer) or consumer in record.shared:
-                draft.touched |= self._here(
-                    view, consumer, want, held.get(consumer, {}), draft.keep, draft.result
-                )
-            elif want is None or not want.allocations:
-                record.uses_nothing(consumer)
-            elif consumer in record.moving:
-                one_by_one.append(consumer)
-            else:
-                new[consumer] = want
-        moves = self.pending_moves(
-            view, draft.present, {**new, **{c: draft.expected[c] for c in one_by_one}}
-        )
-        for consumer, why in moves.items():
-            new.pop(consumer, None)
-            if consumer in one_by_one:
-                one_by_one.remove(consumer)
-            self.moving(record, consumer, why, draft.result)
-        draft.new = _without_kept(new, draft.keep)
-        draft.one_by_one = one_by_one
-
     def apply(self, draft: AuditDraft, bulk: BulkWrites) -> None:
-        """Record what the bulk writes did, then read and write alone the refused and the
-        once moving (:meth:`settle_one`); the record is saved after each step.
+        """Record what the bulk writes did, then read and write alone the instances the
+        decision names and the refused (:meth:`settle_one`); the record is saved after
+        each step.
 
         Raises:
             Exception: ``bulk.error``, after the written batches are recorded
                 (the node's audit stops there, as when its own write failed).
         """
-        view = draft.view
-        self.record_batches(view, draft.new, bulk.written, draft.result, draft.touched)
+        view, decision = draft.view, draft.decision
+        self.record_batches(view, decision.bulk, bulk.written, draft.result, draft.touched)
         if bulk.error is not None:
             raise bulk.error
-        for consumer in draft.one_by_one + sorted(bulk.refused):
-            want = draft.expected[consumer]
-            draft.touched |= self.settle_one(view, consumer, want, draft.keep, draft.result)
-        self.checkpoint(view)
-
-    def pending_moves(
-        self,
-        view: AuditView,
-        present: set[str],
-        missing: Mapping[str, ConsumerAllocations],
-    ) -> dict[str, str]:
-        """Instances holding nothing here whose share here nova holds on a migration record.
-
-        Between the conductor's ``replace_allocation_with_migration`` and the
-        scheduler's claim on the destination (and when a destination fails
-        its checks), the instance's consumer holds nothing anywhere while a
-        consumer without type, of the instance's project and user, holds
-        exactly its share here: healing it would make nova's claim merge
-        the source share into the destination's (``claim_resources``). A
-        record matches what the instance held here at the last audit (or its
-        plan), and one record explains one instance, by evidence
-        (:func:`agent.tracker.evidence.assign_records`). One ``GET
-        /allocations/{consumer}`` per record assigned.
-
-        Returns:
-            ``{instance: why}`` for those found (they are *moving*).
-        """
-        others = {
-            c: parts
-            for c, parts in view.held.items()
-            if c not in present and c not in view.record.claims
-        }
-        before = view.before
-        contenders: dict[str, list[str]] = {}
-        for consumer, want in missing.items():
-            shares = [want.on(view.owned), before.get(consumer)]
-            # Last seen moving: the records it may be are those unchanged since then.
-            was_moving = consumer in view.record.moving
-            contenders[consumer] = sorted(
-                c
-                for c, parts in others.items()
-                if parts in shares or (was_moving and before.get(c) == parts)
+        alone = [*decision.alone.items(), *((c, None) for c in sorted(bulk.refused))]
+        for consumer, why in alone:
+            want = draft.listing.expected[consumer]
+            draft.touched |= self.settle_one(
+                view,
+                consumer,
+                want,
+                draft.listing.keep,
+                draft.result,
+                rewrite=why is Alone.REWRITE,
+                add=why is Alone.ADD,
             )
-        found: dict[str, str] = {}
-        owners: dict[str, ConsumerAllocations] = {}
-        for consumer, other in evidence.assign_records(
-            contenders, view.record.moving, before
-        ).items():
-            if other not in owners:
-                owners[other] = self.report.get_allocations(other)
-            why = evidence.holds_its_share(owners[other], missing[consumer], other)
-            if why:
-                found[consumer] = why
-        return found
-
-    def _here(
-        self,
-        view: AuditView,
-        consumer: str,
-        want: ConsumerAllocations | None,
-        have: ByProvider,
-        keep: set[str] | frozenset[str],
-        result: AuditResult,
-    ) -> set[str]:
-        """An instance that holds something here: in step, or drift (module docstring)."""
-        record = view.record
-        want = want or ConsumerAllocations()
-        managed = view.owned - set(keep)
-        want_here = {**want.on(managed), **want.without(view.owned)}
-        have_here = {rp: a for rp, a in have.items() if rp in managed}
-        have_here.update(record.shared.get(consumer, {}))
-        have_here = evidence.planned_part(have_here, view.owned, view.produces)
-        want_here = evidence.on_held_pools(want_here, have_here, view.tree)
-        line = evidence.drift_line(want_here, have_here)
-        if not line:
-            record.holds_plan(consumer)
-            return set()
-        if evidence.only_missing(want_here, have_here):
-            # Parts of the plan it holds nothing of (a device's, the sharing
-            # provider's): added, nothing it holds is changed.
-            return self.settle_one(view, consumer, want, keep, result, rewrite=False, add=True)
-        if not self.rules.rewrite_drift:
-            if record.drifts(consumer, line):
-                LOG.warning("instance %s: allocation differs from the plan: %s", consumer, line)
-            result.drift.append(consumer)
-            return set()
-        return self.settle_one(view, consumer, want, keep, result, rewrite=True)
+        self.checkpoint(view)
 
     def settle_one(
         self,
@@ -260,7 +154,7 @@ class ListedInstances:
         """
         if not new:
             return []
-        wanted = _without_kept(new, keep)
+        wanted = without_kept(new, keep)
         batches, refused = self.report.write_new_allocations(wanted)
         self.record_batches(view, wanted, batches, result, touched)
         return sorted(refused)
@@ -291,14 +185,6 @@ class ListedInstances:
                 touched |= want.providers
             LOG.info("%d instance(s): allocations written together", len(batch))
             self.checkpoint(view)
-
-
-def _without_kept(
-    new: Mapping[str, ConsumerAllocations], keep: Iterable[str]
-) -> dict[str, ConsumerAllocations]:
-    """What to write of each new consumer: nothing on providers kept as they are."""
-    kept = set(keep)
-    return {c: w.with_allocations(w.on(w.providers - kept)) for c, w in new.items()}
 
 
 def _on_held_pools(
