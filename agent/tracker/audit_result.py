@@ -62,8 +62,9 @@ class AuditRules:
 class AuditDraft:
     """One node's audit between its decisions and the results of its writes in bulk.
 
-    Made by :meth:`AllocationAudit.begin`, ended by :meth:`AllocationAudit.finish`
-    (the cycle writes many nodes' ``new`` together in between).
+    Made by :meth:`~agent.tracker.audit.AllocationAudit.begin`, ended by
+    :meth:`~agent.tracker.audit.AllocationAudit.finish` (the cycle writes many
+    nodes' ``new`` together in between).
 
     Attributes:
         view: the node's view (its record already saved with the listed instances).
