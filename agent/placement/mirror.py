@@ -309,7 +309,7 @@ class Mirror:
             nodename: the root provider's name.
             create: create the root when Placement has none by this name.
             uuid: the UUID to create it with when the state directory records
-                none (default: :func:`default_root_uuid`).
+                none (default: :func:`~agent.model.provider_tree.default_root_uuid`).
             vouch: asked about each provider whose generation moved before its
                 details are read (module docstring); None: they are read.
 

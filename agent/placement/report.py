@@ -81,7 +81,7 @@ class ReportClient:
 
         The UUID recorded in the state directory is used if Placement has it;
         otherwise the provider is found by name (and recorded), else created
-        with the recorded UUID or :func:`default_root_uuid`.
+        with the recorded UUID or :func:`~agent.model.provider_tree.default_root_uuid`.
 
         Raises:
             RootConflict: Placement has this name under another UUID than the

@@ -119,7 +119,7 @@ def create_provider(
     """``POST /resource_providers`` for ``new_tree``'s provider ``uuid``, then add it to ``mirror``.
 
     Raises:
-        PlacementError: Placement refused it (e.g. :class:`DuplicateName`).
+        PlacementError: Placement refused it (e.g. :class:`~agent.placement.errors.DuplicateName`).
     """
     p = new_tree.data(uuid)
     created = endpoints.create_provider(client, p.name, p.uuid, p.parent_uuid)

@@ -255,7 +255,10 @@ class PlacementMetrics:
         )
 
     def on_request(self, event: RequestEvent) -> None:
-        """A :attr:`PlacementClient.observers` callback: count one try, retry or conflict."""
+        """A callback of :attr:`~agent.placement.client.PlacementClient.observers`.
+
+        Counts one try, retry or conflict.
+        """
         if event.kind == "answer":
             self.placement_requests.labels(event.method, event.status).inc()
             self.request_seconds.labels(event.method, event.template, event.status).observe(

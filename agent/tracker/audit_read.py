@@ -84,7 +84,7 @@ class AuditView:
         """``{consumer: {provider: {rc: amount}}}`` on the node's owned providers.
 
         Computed once, after :func:`refresh` has read: the planner and
-        :meth:`AllocationAudit.reconcile` both use it.
+        :func:`~agent.tracker.audit_decision.decide` both use it.
         """
         return self.record.by_consumer(self.owned)
 
@@ -120,7 +120,7 @@ def refresh(
             record, and providers' allocations, used while their generation holds.
 
     Returns:
-        An :class:`AuditView` for :meth:`AllocationAudit.reconcile` and for planning.
+        An :class:`AuditView` for planning and :meth:`~.audit.AllocationAudit.begin`.
     Raises:
         PlacementUnavailable, PlacementError: a read failed (the cycle fails).
     """
