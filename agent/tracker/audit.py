@@ -47,7 +47,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
 
 from agent.model.allocations import ByProvider, ConsumerAllocations
 from agent.placement.report import ReportClient
@@ -90,8 +89,8 @@ class AllocationAudit:
         self.state = state
         self.rules = rules or AuditRules()
         self.clock = clock
-        self._removals = Removals(report, self.rules, clock, self.checkpoint)
-        self._listed = ListedInstances(report, self.rules, self.checkpoint)
+        self._removals = Removals(report, clock)
+        self._listed = ListedInstances(report)
 
     def record(self, nodename: str) -> ConsumerRecord:
         """The stored record of ``nodename`` (empty when there is none)."""
@@ -110,24 +109,13 @@ class AllocationAudit:
         """
         stored = self.state.consumers(nodename) or {}
         record = record_json.load(stored)
-        return AuditView(nodename, record, set(owned), stored, frozenset(tree) | set(owned))
+        return AuditView(
+            nodename, record, set(owned), stored, frozenset(tree) | set(owned), store=self.state
+        )
 
     def checkpoint(self, view: AuditView, statuses: bool = False) -> None:
-        """Save the view's record when it changed since last stored (write-ahead).
-
-        Args:
-            statuses: a change of the consumers' statuses alone is saved too
-                (the audit's last save). They say what the last audit found,
-                for ``show`` and metrics, and are rebuilt by every audit: the
-                write-ahead saves before and between writes skip them, or an
-                unchanged node's record was written twice a cycle (issue 28).
-        """
-        doc = record_json.dump(view.record)
-        if doc == view.stored:
-            return
-        if statuses or _but_statuses(doc) != _but_statuses(view.stored):
-            self.save(view.nodename, view.record)
-            view.stored = doc
+        """:meth:`AuditView.save` (write-ahead; ``statuses``: the audit's last save)."""
+        view.save(statuses)
 
     # -- a cycle: begin, the cross-node writes, finish -----------------------------
 
@@ -337,7 +325,3 @@ class AllocationAudit:
         shared = record.claim_given_back(consumer)
         self.save(nodename, record)
         return shared
-
-
-def _but_statuses(doc: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in doc.items() if k != "states"}

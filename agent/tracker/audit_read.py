@@ -60,6 +60,7 @@ class AuditView:
         reads: providers whose allocations were read.
         own: the audit's own allocation writes of this cycle (kept per node,
             so nodes audited in parallel do not mix them).
+        store: the state directory the record is saved in (:meth:`save`).
         before: ``{consumer: {provider: {rc: amount}}}`` on the owned
             providers as the last audit saved them (``stored`` as given, before
             this audit's saves): what each instance held here before
@@ -74,7 +75,30 @@ class AuditView:
     produces: frozenset[str] | None = None
     reads: int = 0
     own: OwnWrites = field(default_factory=OwnWrites)
+    store: StateStore | None = field(default=None, repr=False, compare=False)
     before: dict[str, ByProvider] = field(init=False)
+
+    def save(self, statuses: bool = False) -> None:
+        """Save the record in ``store`` when it changed since last stored (write-ahead).
+
+        Args:
+            statuses: a change of the consumers' statuses alone is saved too
+                (the audit's last save). They say what the last audit found,
+                for ``show`` and metrics, and are rebuilt by every audit: the
+                write-ahead saves before and between writes skip them, or an
+                unchanged node's record was written twice a cycle (issue 28).
+
+        Raises:
+            RuntimeError: the view was made without a state store (a programming error).
+        """
+        if self.store is None:
+            raise RuntimeError(f"node {self.nodename}: audit view without a state store")
+        doc = record_json.dump(self.record)
+        if doc == self.stored:
+            return
+        if statuses or _but_statuses(doc) != _but_statuses(self.stored):
+            self.store.set_consumers(self.nodename, doc)
+            self.stored = doc
 
     def __post_init__(self) -> None:
         self.before = evidence.last_held(self.stored, self.owned)
@@ -127,7 +151,9 @@ def refresh(
     stored = state.consumers(nodename) or {}
     loaded = earlier.record if earlier is not None else None
     record = loaded if loaded is not None else record_json.load(stored)
-    view = AuditView(nodename, record, set(owned), stored, frozenset(tree) | set(owned))
+    view = AuditView(
+        nodename, record, set(owned), stored, frozenset(tree) | set(owned), store=state
+    )
     generations = report.provider_generations(nodename)
     read = _reader(report, view, generations, earlier.read if earlier is not None else {})
     new = _owned_only(view, created, generations)
@@ -326,3 +352,7 @@ def _refresh_shared(report: ReportClient, view: AuditView, sharing: str) -> None
             record.shared[consumer] = parts
         else:
             record.shared.pop(consumer, None)
+
+
+def _but_statuses(doc: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k != "states"}

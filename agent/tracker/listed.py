@@ -15,7 +15,7 @@ nothing is written. The targeted updates of events use the same rules
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from agent.model.allocations import ByProvider, ConsumerAllocations, merge_ours
 from agent.placement.errors import PlacementError
@@ -23,7 +23,7 @@ from agent.placement.report import ReportClient
 from agent.tracker import evidence
 from agent.tracker.audit_decision import Alone, without_kept
 from agent.tracker.audit_read import AuditView
-from agent.tracker.audit_result import AuditDraft, AuditResult, AuditRules, BulkWrites, failed
+from agent.tracker.audit_result import AuditDraft, AuditResult, BulkWrites, failed
 from agent.tracker.consumer_record import ConsumerRecord
 from agent.tracker.removal import ours_of
 
@@ -35,19 +35,13 @@ class ListedInstances:
 
     Args:
         report: the Placement façade.
-        rules: the operator's choices.
-        checkpoint: saves a view's record when it changed (after each batch of writes).
     """
 
     def __init__(
         self,
         report: ReportClient,
-        rules: AuditRules,
-        checkpoint: Callable[[AuditView], None],
     ) -> None:
         self.report = report
-        self.rules = rules
-        self.checkpoint = checkpoint
 
     def apply(self, draft: AuditDraft, bulk: BulkWrites) -> None:
         """Record what the bulk writes did, then read and write alone the instances the
@@ -74,7 +68,7 @@ class ListedInstances:
                 rewrite=why is Alone.REWRITE,
                 add=why is Alone.ADD,
             )
-        self.checkpoint(view)
+        view.save()
 
     def settle_one(
         self,
@@ -128,7 +122,7 @@ class ListedInstances:
         result.written.append(consumer)
         view.own.put(consumer, sent[0].allocations)
         LOG.info("instance %s: allocation written (%s)", consumer, want.on(view.owned))
-        self.checkpoint(view)
+        view.save()
         return set(want.providers) | set(view.held.get(consumer, {}))
 
     @staticmethod
@@ -184,7 +178,7 @@ class ListedInstances:
                 result.written.append(consumer)
                 touched |= want.providers
             LOG.info("%d instance(s): allocations written together", len(batch))
-            self.checkpoint(view)
+            view.save()
 
 
 def _on_held_pools(

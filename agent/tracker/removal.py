@@ -20,7 +20,7 @@ from agent.placement.errors import PlacementError
 from agent.placement.report import ReportClient
 from agent.tracker import evidence
 from agent.tracker.audit_read import AuditView
-from agent.tracker.audit_result import AuditResult, AuditRules, failed
+from agent.tracker.audit_result import AuditResult, failed
 
 LOG = logging.getLogger(__name__)
 
@@ -50,22 +50,16 @@ class Removals:
 
     Args:
         report: the Placement façade.
-        rules: the operator's choices.
         clock: seconds since the epoch.
-        checkpoint: saves a view's record when it changed (after each removal).
     """
 
     def __init__(
         self,
         report: ReportClient,
-        rules: AuditRules,
         clock: Callable[[], float],
-        checkpoint: Callable[[AuditView], None],
     ) -> None:
         self.report = report
-        self.rules = rules
         self.clock = clock
-        self.checkpoint = checkpoint
 
     def remove_gone(
         self, view: AuditView, consumers: Iterable[str], result: AuditResult
@@ -101,7 +95,7 @@ class Removals:
                 result.removed.append(consumer)
                 LOG.info("instance %s: gone; its allocations on this host removed", consumer)
             touched |= set(here)
-            self.checkpoint(view)
+            view.save()
         return touched
 
     def remove_unknown(
