@@ -234,10 +234,12 @@ class AllocationAudit:
         touched |= self.removals.remove_foreign(view, draft.present, draft.owners, result)
         record.settle(draft.present, view.held)
         # Our own writes moved these generations: read them again next time,
-        # unless the next listing proves nobody else wrote them (agent.tracker.own_writes).
-        proven = view.own.confirm(self.report, view.nodename, record)
-        for rp in (touched & set(record.held)) - proven:
-            record.held[rp] = ProviderAllocations(None, record.held[rp].consumers)
+        # unless the next listing proves nobody else wrote them (agent.placement.own_writes).
+        proven = self.report.own_writes_proven(view.nodename, view.own, record.held)
+        for rp, allocations in proven.items():
+            record.provider_read(rp, allocations)
+        for rp in (touched & set(record.held)) - set(proven):
+            record.provider_read(rp, ProviderAllocations(None, record.held[rp].consumers))
         self.checkpoint(view, statuses=True)
         result.statuses = [record.statuses[c] for c in sorted(record.statuses)]
         return result

@@ -71,13 +71,8 @@ class ConsumerStatus:
     drift: str = ""
 
     def to_json(self) -> dict[str, str]:
-        """``{"consumer", "state", "why", "drift"}``."""
-        return {
-            "consumer": self.consumer,
-            "state": str(self.state),
-            "why": self.why,
-            "drift": self.drift,
-        }
+        """``{"consumer", "state", "why", "drift"}``, as strings."""
+        return {k: str(v) for k, v in vars(self).items()}
 
 
 @dataclass
@@ -137,21 +132,18 @@ class ConsumerRecord:
 
     def to_json(self) -> dict[str, Any]:
         """The record as stored in ``consumers/NODE.json``."""
+        held = sorted(self.held.items())
         return {
             "instances": sorted(self.instances),
             "claims": dict(sorted(self.claims.items())),
             "gone": sorted(self.gone),
             "moving": sorted(self.moving),
             "unknown": dict(sorted(self.unknown.items())),
-            "held": {rp: pa.consumers for rp, pa in sorted(self.held.items())},
-            "generations": {
-                rp: pa.generation
-                for rp, pa in sorted(self.held.items())
-                if pa.generation is not None
-            },
+            "held": {rp: pa.consumers for rp, pa in held},
+            "generations": {rp: pa.generation for rp, pa in held if pa.generation is not None},
             "consumer_generations": {
                 rp: dict(sorted(pa.consumer_generations.items()))
-                for rp, pa in sorted(self.held.items())
+                for rp, pa in held
                 if pa.consumer_generations
             },
             "shared": dict(sorted(self.shared.items())),
@@ -358,6 +350,16 @@ class ConsumerRecord:
         for status in self.statuses.values():
             counts[str(status.state)] += 1
         return counts
+
+    # -- what Placement holds (reads) --
+
+    def provider_read(self, rp: str, allocations: ProviderAllocations | None) -> None:
+        """``rp``'s allocations as read, derived or written (None: not the node's any more)."""
+        self.held.pop(rp, None) if allocations is None else self.held.update({rp: allocations})
+
+    def pool_parts(self, consumer: str, parts: ByProvider) -> None:
+        """``consumer``'s parts on providers outside the tree (none: forgotten)."""
+        self.shared.update({consumer: dict(parts)}) if parts else self.shared.pop(consumer, None)
 
 
 def _parse(doc: Mapping[str, Any] | None) -> ConsumerRecord:
