@@ -223,9 +223,17 @@ class AllocationReads:
         self.providers.update(out)
         return out
 
-    def __call__(self, moved: Mapping[str, tuple[int, int]], tree: ProviderTree) -> dict:
+    def __call__(
+        self, moved: Mapping[str, tuple[int, int]], tree: ProviderTree
+    ) -> dict[str, int | None]:
         """The mirror's :data:`agent.placement.details.Vouch`: the generation each provider's
         details are vouched at, or None (read them).
+
+        Only providers the record knows at the generation the mirror knows are
+        asked about. The CPU and memory ones are read (the audit reads them every
+        cycle); the consumers they name as changed are read, when fewer than the
+        device providers (the audit's own bound); a moved device their parts
+        explain is derived from them, any other is read.
 
         Args:
             moved: ``{provider whose listed generation moved: (the generation the
@@ -247,29 +255,27 @@ class AllocationReads:
             if u in known.held and known.held[u].generation == held
         )
         anchors = [u for u in comparable if _cpu_and_memory(tree, u)]
-        found = self.pool.map(self.read_provider, anchors)
-        self.requests += len(anchors)
-        changed: set[str] | None = set()
-        for rp, fresh in zip(anchors, found, strict=True):
-            self.providers[rp] = fresh
-            if explains(known.held[rp], fresh, known.own):
-                out[rp] = fresh.generation
-            got = changed_consumers(known.held[rp], fresh)
-            changed = None if got is None or changed is None else changed | got
+        changed = self._read_vouching(anchors, known, out)
         devices = [u for u in comparable if u not in anchors]
-        if changed is not None and changed and anchors:
-            # The audit reads these consumers anyway when there are fewer than devices.
-            if len(changed) <= len(tree) - sum(
-                1 for u in tree.get_provider_uuids() if _cpu_and_memory(tree, u)
-            ):
-                now = self.of_consumers(sorted(changed))
-                devices = self._derive(devices, moved, now, known, out)
-        found = self.pool.map(self.read_provider, devices)
-        self.requests += len(devices)
-        for rp, fresh in zip(devices, found, strict=True):
+        cpu_and_memory = sum(1 for u in tree.get_provider_uuids() if _cpu_and_memory(tree, u))
+        if changed and len(changed) <= len(tree) - cpu_and_memory:
+            devices = self._derive(devices, moved, self.of_consumers(sorted(changed)), known, out)
+        self._read_vouching(devices, known, out)
+        return out
+
+    def _read_vouching(
+        self, uuids: list[str], known: Known, out: dict[str, int | None]
+    ) -> set[str] | None:
+        """Read ``uuids``' allocations (in parallel) and vouch by them into ``out``; returns
+        the consumers they name as changed since the record (None: cannot tell)."""
+        self.requests += len(uuids)
+        changed: set[str] | None = set()
+        for rp, fresh in zip(uuids, self.pool.map(self.read_provider, uuids), strict=True):
             self.providers[rp] = fresh
             out[rp] = fresh.generation if explains(known.held[rp], fresh, known.own) else None
-        return out
+            got = changed_consumers(known.held[rp], fresh)
+            changed = None if got is None or changed is None else changed | got
+        return changed
 
     def _derive(
         self,
