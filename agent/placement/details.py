@@ -135,7 +135,8 @@ class Vouched:
         """Take back a vouch :meth:`to_json` stored (a restart); its age goes on.
 
         One that began in the future (the wall clock went back) is taken as
-        expired: the details are read on the next listing.
+        expired: the details are read on the next listing (unless
+        ``refresh_after`` is 0, which lets no vouch expire).
 
         Returns:
             False for a malformed ``doc`` (the caller must not trust the details).
