@@ -27,8 +27,9 @@ from agent.model.yields import FieldLedger
 from agent.placement import endpoints
 from agent.placement.client import PlacementClient
 from agent.placement.conflicts import retry_on_conflict
+from agent.placement.details import provider_record
 from agent.placement.errors import GenerationConflict, InventoryInUse, NotFound, PlacementError
-from agent.placement.mirror import Mirror, provider_record
+from agent.placement.mirror import Mirror
 from agent.placement.pool import Pool
 from agent.placement.roots import RootConflict
 from agent.placement.yields import Ledgers, record_inventory, record_set, settled_diff

@@ -107,11 +107,7 @@ class AllocationAudit:
             owned: the node's providers the agent owns.
             tree: every provider of the node's tree.
         """
-        stored = self.state.consumers(nodename) or {}
-        record = record_json.load(stored)
-        return AuditView(
-            nodename, record, set(owned), stored, frozenset(tree) | set(owned), store=self.state
-        )
+        return AuditView.load(self.state, nodename, owned, tree)
 
     def checkpoint(self, view: AuditView, statuses: bool = False) -> None:
         """:meth:`AuditView.save` (write-ahead; ``statuses``: the audit's last save)."""
@@ -172,9 +168,11 @@ class AllocationAudit:
         touched |= self._removals.remove_unknown(view, decision.unknown_due, guard, result)
         record.settle(set(draft.listing.present), view.held)
         # Our own writes moved these generations: read them again next time,
-        # unless the next listing proves nobody else wrote them (agent.tracker.own_writes).
-        proven = view.own.confirm(self.report, view.nodename, record)
-        record.held.read_again(touched - proven)
+        # unless the next listing proves nobody else wrote them (agent.placement.own_writes).
+        proven = self.report.own_writes_proven(view.nodename, view.own, record.held)
+        for rp, allocations in proven.items():
+            record.held.read(rp, allocations)
+        record.held.read_again(touched - set(proven))
         self.checkpoint(view, statuses=True)
         result.statuses = [record.statuses[c] for c in sorted(record.statuses)]
         return result

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from agent.model.allocations import ByProvider, by_consumer
-from agent.tracker.consumer_state import ConsumerStatus, Reason, State
+from agent.tracker.consumer_state import ConsumerStatus, Reason
 from agent.tracker.held import HeldAllocations
 
 
@@ -193,7 +193,7 @@ class ConsumerRecord:
         """
         self._in_step(consumer)
         if pools:
-            self.shared[consumer] = {rp: dict(a) for rp, a in pools.items()}
+            self.pool_parts(consumer, pools)
         self._status(consumer, Reason.ALREADY_HELD)
 
     def written(self, consumer: str, shared: ByProvider | None, bulk: bool = False) -> None:
@@ -203,10 +203,7 @@ class ConsumerRecord:
             shared: its part outside the tree (the sharing provider's).
             bulk: written in a ``POST /allocations`` of many (it held nothing here).
         """
-        if shared:
-            self.shared[consumer] = dict(shared)
-        else:
-            self.shared.pop(consumer, None)
+        self.pool_parts(consumer, shared or {})
         self.wrote.add(consumer)
         self._in_step(consumer)
         self._status(consumer, Reason.WRITTEN_IN_BULK if bulk else Reason.WRITTEN)
@@ -307,12 +304,13 @@ class ConsumerRecord:
         self.wrote &= kept
         self.deferred &= self.gone
 
-    def state_counts(self) -> dict[str, int]:
-        """``{state: consumers}`` of the last audit, every state present (metrics)."""
-        counts = {str(s): 0 for s in State}
-        for status in self.statuses.values():
-            counts[str(status.state)] += 1
-        return counts
+    def pool_parts(self, consumer: str, parts: ByProvider) -> None:
+        """``consumer``'s parts on providers outside the tree as read now (this host's
+        share of them, :func:`agent.tracker.evidence.this_hosts_share`); none: forgotten."""
+        if parts:
+            self.shared[consumer] = {rp: dict(a) for rp, a in parts.items()}
+        else:
+            self.shared.pop(consumer, None)
 
     # -- private -----------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ cycle never interleave on one node. What a cycle did is a
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 import time
@@ -52,7 +53,6 @@ from agent.tracker.node_view import NodeViews
 from agent.tracker.outcome import CycleOutcome, NodeOutcome
 from agent.tracker.sharing import SharingProviders
 from agent.tracker.targeted import EventBatch, TargetedOutcome, TargetedUpdates
-from agent.tracker.vouch import AllocationVouch
 from drivers.base import ComputeDriver
 from drivers.events import DriverEvent, InstanceDestroyed, InstanceSpawning
 from drivers.records import Instance
@@ -212,9 +212,11 @@ class ResourceTracker:
     def _sync_node(self, nodename: str, startup: bool, node: NodeOutcome) -> AuditDraft:
         """The node's tree written and its audit begun (:meth:`AllocationAudit.begin`)."""
         # One tree read and one discovery, also for a start-up reshape.
-        # A moved generation that the node's allocations explain keeps the details.
-        vouch = AllocationVouch(self.report, lambda: self.audit.record(nodename))
-        look = self.views.look(nodename, startup=startup, vouch=vouch)
+        # A moved generation that the node's allocations explain keeps the details; the
+        # audit then takes what the vouch read (each fact read once per cycle).
+        record = functools.cache(lambda: self.audit.record(nodename))
+        reads = self.report.allocation_reads(lambda: audit_read.known(record()))
+        look = self.views.look(nodename, startup=startup, vouch=reads)
         tree = look.tree
         node.retained = sorted(tree.data(u).name for u in look.keep)
         node.sync = self.report.update_from_provider_tree(tree)
@@ -231,7 +233,8 @@ class ResourceTracker:
             look.sharing,
             node.sync.new,
             tree=tree.get_provider_uuids(),
-            earlier=vouch,
+            reads=reads,
+            record=record(),
         )
         view.produces = look.produces
         listed = self.adapter.list_instances(nodename)

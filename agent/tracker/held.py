@@ -17,6 +17,13 @@ from agent.model.allocations import ByProvider, ProviderAllocations
 class HeldAllocations(dict[str, ProviderAllocations]):
     """``{provider: ProviderAllocations}`` as last read; changed only by its methods."""
 
+    def read(self, rp: str, allocations: ProviderAllocations | None) -> None:
+        """``rp``'s allocations as read, derived or written (None: not the node's any more)."""
+        if allocations is None:
+            self.pop(rp, None)
+        else:
+            self[rp] = allocations
+
     def planned_here(self, consumer: str, held: ByProvider, owned: Iterable[str]) -> None:
         """``consumer`` now holds ``held`` on the ``owned`` providers (a targeted update's
         plan or write): the next planning sees it there, and each provider it changed is

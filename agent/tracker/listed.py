@@ -167,7 +167,7 @@ class ListedInstances:
             wanted: ``{consumer: what was written}``.
             batches: this node's consumers of each ``POST /allocations``
                 answered with success (one list per request: each moved the
-                generation of each of its providers by one, :mod:`agent.tracker.own_writes`).
+                generation of each of its providers by one, :mod:`agent.placement.own_writes`).
             touched: gets the providers written on.
         """
         for batch in batches:

@@ -28,7 +28,7 @@ What each node keeps, as when it wrote alone:
   consumers in it that were not written (the node's outcome carries the
   error, as when the audit raised); nodes whose batches were written are not
   failed, and a node with consumers in both records those written.
-- *own writes* (:mod:`agent.tracker.own_writes`): a batch names each node's
+- *own writes* (:mod:`agent.placement.own_writes`): a batch names each node's
   providers in that node's consumers only, so each node counts its own part
   of each request once, and the next listing proves them as before.
 - *its lock* (:meth:`~agent.tracker.cycle.ResourceTracker._lock`: claims and targeted updates
