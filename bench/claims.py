@@ -40,12 +40,10 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from agent.conf import config  # noqa: E402
+from support.agent import fake_tracker, restart  # noqa: E402
+
 from agent.placement.embedded import EmbeddedPlacement  # noqa: E402
-from agent.placement.report import ReportClient  # noqa: E402
-from agent.state.store import StateStore  # noqa: E402
 from agent.tracker.cycle import ResourceTracker  # noqa: E402
-from drivers.fake import FakeDriver  # noqa: E402
 from tests.helpers.nova_client import Flavor, Nova  # noqa: E402
 
 FLAVOR = Flavor(1, 512, 0, (("resources:SRIOV_NET_VF", "1"),))
@@ -103,13 +101,9 @@ def counting(nova: Nova) -> list[tuple[str, str]]:
 def bench(placement: EmbeddedPlacement, tmp: Path, providers: int, k: int) -> list[str]:
     """The four figures for one tree of ``providers`` and ``k`` claims per batch."""
     nodename = f"bench-claims-{providers}"
-    conf = config.load(
-        [],
-        {"DEFAULT": {"state_path": str(tmp / f"state-{nodename}")}, "metrics": {"listen": ""}},
+    tracker = fake_tracker(
+        placement, tmp, nodename, host_file(tmp / f"{nodename}.yaml", nodename, providers)
     )
-    driver = FakeDriver(conf, host_file(tmp / f"{nodename}.yaml", nodename, providers))
-    state = StateStore(conf.state_path)
-    tracker = ResourceTracker(conf, driver, ReportClient(placement.client(), state), state)
     print(f"a compute node and {providers - 1} PFs, nova claiming {k} instances per batch:")
     tracker.update_available_resource(True)
     tracker.update_available_resource(False)
@@ -121,10 +115,10 @@ def bench(placement: EmbeddedPlacement, tmp: Path, providers: int, k: int) -> li
     first = claims(nova, nodename, pfs[:k], log)
     after = run(tracker, f"first cycle after {k} claims (nova: {first} requests)")
     run(tracker, "next cycle")
-    restarted = ResourceTracker(conf, driver, ReportClient(placement.client(), state), state)
+    restarted = restart(placement, tracker)
     unchanged = run(restarted, "restart, state kept, nothing changed", startup=True)
     second = claims(nova, nodename, pfs[k : 2 * k], log)
-    again = ResourceTracker(conf, driver, ReportClient(placement.client(), state), state)
+    again = restart(placement, tracker)
     down = run(again, f"restart, state kept, after {k} claims (nova: {second})", startup=True)
     return [
         f"  {providers:>5} providers, {k} claims: unchanged cycle {steady}; first cycle after "
