@@ -54,10 +54,10 @@ from agent.state.store import StateStore
 from agent.tracker import evidence, record_json
 from agent.tracker.audit_decision import (
     Listing,
+    contenders,
     decide,
     found_moving,
     migration_records,
-    pending_records,
 )
 from agent.tracker.audit_read import AuditView
 from agent.tracker.audit_result import AuditDraft, AuditResult, AuditRules, BulkWrites
@@ -138,7 +138,7 @@ class AllocationAudit:
         for consumer in record.expire_claims(now, self.rules.build_grace):
             LOG.warning("instance %s: claimed but never listed; claim given back", consumer)
         self.checkpoint(view)  # every listed instance is recorded before any write
-        records = self._read(set(migration_records(view, listing).values()))
+        records = self._read(migration_records(view, listing))
         decision = decide(
             view, listing, records, self.rules.rewrite_drift, self.rules.remove_unknown_after, now
         )
@@ -252,7 +252,7 @@ class AllocationAudit:
         self.checkpoint(view)  # recorded before any write
         result = AuditResult()
         new = {u: p for u, p in plans.items() if not view.before.get(u) and u not in record.moving}
-        records = self._read(set(pending_records(view, found, new).values()))
+        records = self._read({r for rs in contenders(view, found, new).values() for r in rs})
         for uuid, why in found_moving(view, found, new, records).items():
             del new[uuid]
             self._listed.moving(record, uuid, why, result)

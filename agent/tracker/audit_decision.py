@@ -85,17 +85,18 @@ class AuditDecision:
     left_alone: tuple[str, ...] = ()
 
 
-def migration_records(view: AuditView, listing: Listing) -> dict[str, str]:
-    """``{instance: the consumer that may be its migration record}`` for the listed
-    instances holding nothing here (:func:`pending_records`); the audit reads each
-    record (``GET /allocations/{consumer}``) before :func:`decide`."""
-    return pending_records(view, listing.present, _missing(view, listing))
+def migration_records(view: AuditView, listing: Listing) -> set[str]:
+    """The consumers that may be nova's migration record of a listed instance holding
+    nothing here (:func:`contenders`); the audit reads each (``GET
+    /allocations/{consumer}``) before :func:`decide`."""
+    found = contenders(view, listing.present, _missing(view, listing))
+    return {r for records in found.values() for r in records}
 
 
-def pending_records(
+def contenders(
     view: AuditView, present: Collection[str], missing: Mapping[str, ConsumerAllocations]
-) -> dict[str, str]:
-    """Instances holding nothing here whose share here a consumer not listed holds.
+) -> dict[str, list[str]]:
+    """``{instance: consumers not listed whose parts here match its share}``.
 
     Between the conductor's ``replace_allocation_with_migration`` and the
     scheduler's claim on the destination (and when a destination fails its
@@ -105,13 +106,8 @@ def pending_records(
     destination's (``claim_resources``). A record matches what the instance
     held here at the last audit, or its plan compared on the classes the
     planner produces (one booted and moved between two audits holds a
-    flavor's ``resources:CUSTOM_*`` the plan lacks, issue 33 case 3); one
-    record explains one instance, by evidence
-    (:func:`agent.tracker.evidence.assign_records`).
-
-    Returns:
-        ``{instance: record}``; whether the record is nova's (type, project
-        and user) is decided once it is read (:func:`decide`).
+    flavor's ``resources:CUSTOM_*`` the plan lacks, issue 33 case 3), or, for
+    an instance last seen moving, what the record held then.
     """
     others = {
         c: parts
@@ -119,19 +115,19 @@ def pending_records(
         if c not in present and c not in view.record.claims
     }
     before = view.before
-    contenders: dict[str, list[str]] = {}
+    found: dict[str, list[str]] = {}
     for consumer, want in missing.items():
         shares = [want.on(view.owned), before.get(consumer)]
         # Last seen moving: the records it may be are those unchanged since then.
         was_moving = consumer in view.record.moving
-        contenders[consumer] = sorted(
+        found[consumer] = sorted(
             c
             for c, parts in others.items()
             if parts in shares
             or evidence.planned_part(parts, view.owned, view.produces) == shares[0]
             or (was_moving and before.get(c) == parts)
         )
-    return evidence.assign_records(contenders, view.record.moving, before)
+    return found
 
 
 def found_moving(
@@ -140,19 +136,29 @@ def found_moving(
     missing: Mapping[str, ConsumerAllocations],
     records: Mapping[str, ConsumerAllocations],
 ) -> dict[str, str]:
-    """``{instance: why}`` of those of ``missing`` whose record (:func:`pending_records`),
-    as read in ``records``, is nova's migration record of it
-    (:func:`agent.tracker.evidence.holds_its_share`): they are *moving*."""
-    found: dict[str, str] = {}
-    for consumer, other in pending_records(view, present, missing).items():
-        why = (
-            evidence.holds_its_share(records[other], missing[consumer], other)
-            if other in records
-            else ""
-        )
-        if why:
-            found[consumer] = why
-    return found
+    """``{instance: why}`` of those of ``missing`` nova's migration record explains:
+    they are *moving*.
+
+    Among each instance's :func:`contenders`, as read in ``records``, only those
+    whose type and owner say they may be its record count
+    (:func:`agent.tracker.evidence.holds_its_share`: a new instance's claim of the
+    same amounts, typed or another owner's, is no record and must not win one by
+    sorting first); then one record explains one instance, by evidence
+    (:func:`agent.tracker.evidence.assign_records`).
+    """
+    candidates = {
+        consumer: [
+            r
+            for r in records_of
+            if r in records and evidence.holds_its_share(records[r], missing[consumer], r)
+        ]
+        for consumer, records_of in contenders(view, present, missing).items()
+    }
+    assigned = evidence.assign_records(candidates, view.record.moving, view.before)
+    return {
+        consumer: evidence.holds_its_share(records[other], missing[consumer], other)
+        for consumer, other in assigned.items()
+    }
 
 
 def decide(

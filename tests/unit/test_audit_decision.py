@@ -108,14 +108,24 @@ def test_novas_migration_record_holding_the_share_makes_the_instance_moving():
     """The conductor's window: the instance holds nothing, a consumer without type of its
     project and user holds exactly its share here (nova's ``replace_allocation_with_migration``)."""
     v = view({"mig": PLAN})
-    names = migration_records(v, listing({"a": plan()}))
-    assert names == {"a": "mig"}
+    assert migration_records(v, listing({"a": plan()})) == {"mig"}
     nova = {"mig": ConsumerAllocations({CN: PLAN[CN]}, *OWNER, consumer_type=UNKNOWN)}
     decision = decide(v, listing({"a": plan()}), nova)
     assert "nova's migration record" in decision.moving["a"]
     assert not decision.bulk
     strangers = {"mig": ConsumerAllocations({CN: PLAN[CN]}, "other", "user", consumer_type=UNKNOWN)}
     assert decide(v, listing({"a": plan()}), strangers).bulk == {"a": plan()}
+
+
+def test_a_new_instances_claim_of_the_same_amounts_is_no_record():
+    """A typed claim sorting before nova's record must not take it (one record, one instance)."""
+    v = view({"claim": PLAN, "mig": PLAN})
+    read = {
+        "claim": ConsumerAllocations({CN: PLAN[CN]}, *OWNER),  # typed INSTANCE
+        "mig": ConsumerAllocations({CN: PLAN[CN]}, *OWNER, consumer_type=UNKNOWN),
+    }
+    assert migration_records(v, listing({"a": plan()})) == {"claim", "mig"}
+    assert "consumer mig" in decide(v, listing({"a": plan()}), read).moving["a"]
 
 
 def test_a_record_holding_an_unplanned_class_too_still_explains_the_instance():
