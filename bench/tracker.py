@@ -39,13 +39,10 @@ from collections import Counter
 from pathlib import Path
 
 import yaml
+from support.agent import fake_tracker, restart
 
-from agent.conf import config
 from agent.placement.embedded import EmbeddedPlacement
-from agent.placement.report import ReportClient
-from agent.state.store import StateStore
 from agent.tracker.cycle import ResourceTracker
-from drivers.fake import FakeDriver
 from drivers.records import Flavor, Instance
 
 SIZES = (10, 100, 1_000)
@@ -131,32 +128,23 @@ def heal_latency(tracker: ResourceTracker, consumer: str) -> int:
 def bench(placement: EmbeddedPlacement, tmp: Path, size: int, numa: bool) -> None:
     shape = "numa" if numa else "flat"
     nodename = f"bench-rt-{shape}-{size}"
-    conf = config.load(
-        [],
-        {
-            "DEFAULT": {"state_path": str(tmp / f"state-{nodename}")},
-            "numa": {"model_in_placement": numa},
-            "metrics": {"listen": ""},
-        },
-    )
-    driver = FakeDriver(conf, host_file(tmp / f"{nodename}.yaml", nodename, size))
-    state = StateStore(conf.state_path)
-    tracker = ResourceTracker(conf, driver, ReportClient(placement.client(), state), state)
+    host = host_file(tmp / f"{nodename}.yaml", nodename, size)
+    tracker = fake_tracker(placement, tmp, nodename, host, numa)
     print(f"{size} instances, {shape}:")
     run(tracker, "start-up, empty Placement", startup=True)
     run(tracker, "next cycle")
     steady = run(tracker, "steady")
     extra = Instance(str(uuid.uuid4()), "bench-project", "bench-user", Flavor(2, 1024, 1))
-    driver.spawn(nodename, extra)  # no tracker attached: the audit finds and heals it
+    tracker.driver.spawn(nodename, extra)  # no tracker attached: the audit finds and heals it
     run(tracker, "one instance spawned behind it")
     run(tracker, "next cycle")
-    driver.destroy(extra.uuid)
+    tracker.driver.destroy(extra.uuid)
     run(tracker, "one instance destroyed")
     run(tracker, "next cycle")
     run(tracker, "steady")
     warm = heal_latency(tracker, instance_uuid(nodename, 0))
     run(tracker, "next cycle")
-    restarted = ResourceTracker(conf, driver, ReportClient(placement.client(), state), state)
+    restarted = restart(placement, tracker)
     restarted.update_available_resource(True)
     after_restart = heal_latency(restarted, instance_uuid(nodename, 1))
     target = 1 + (2 if numa else 1)
@@ -190,13 +178,9 @@ def device_host(path: Path, nodename: str, devices: int) -> Path:
 def other_writer(placement: EmbeddedPlacement, tmp: Path, devices: int) -> None:
     """The cycle after another writer put a new consumer on the compute node."""
     nodename = f"bench-writer-{devices}"
-    conf = config.load(
-        [],
-        {"DEFAULT": {"state_path": str(tmp / f"state-{nodename}")}, "metrics": {"listen": ""}},
+    tracker = fake_tracker(
+        placement, tmp, nodename, device_host(tmp / f"{nodename}.yaml", nodename, devices)
     )
-    driver = FakeDriver(conf, device_host(tmp / f"{nodename}.yaml", nodename, devices))
-    state = StateStore(conf.state_path)
-    tracker = ResourceTracker(conf, driver, ReportClient(placement.client(), state), state)
     print(f"{devices} device providers and a compute node, another writer:")
     tracker.update_available_resource(True)
     tracker.update_available_resource(False)

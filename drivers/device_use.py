@@ -1,4 +1,4 @@
-"""Which one-time-use PCI devices an instance holds now (:attr:`PciDevice.in_use`).
+"""Which one-time-use PCI devices an instance holds now (:attr:`~drivers.records.PciDevice.in_use`).
 
 nova reserves a ``one_time_use`` device in Placement while an instance holds
 it (nova/compute/pci_placement_translator.py ``_handle_one_time_use``); the

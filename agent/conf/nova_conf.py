@@ -13,7 +13,7 @@ Rules (nova 34, ``nova/conf/*.py``):
   ``register_dynamic_opts``) exist for each ``[devices] enabled_mdev_types``
   type: :func:`register_mdev_groups`;
 * an option in a configuration file that is neither the agent's nor nova's
-  (:data:`agent/conf/data/nova_options.json`, generated from nova's own option
+  (``agent/conf/data/nova_options.json``, generated from nova's own option
   modules by agent/conf/data/gen_nova_options.py, provenance inside) is warned about
   once: a typo does not pass silently; nova's own options are accepted
   silently, so nova.conf can be given as it is.

@@ -59,7 +59,7 @@ class ProviderTree:
     """A forest of resource providers, indexed by name and by UUID.
 
     Every method that takes ``name_or_uuid`` accepts either; an unknown one
-    raises :class:`ProviderNotFound`. The index
+    raises :class:`~agent.model.exceptions.ProviderNotFound`. The index
     (:class:`~agent.model.provider_index.ProviderIndex`) finds providers and
     keeps names and UUIDs unique; each provider's node
     (:class:`~agent.model.provider_data.ProviderNode`) owns its changes; the

@@ -5,14 +5,16 @@ of a generation. They are read by :func:`read_provider_details`, three GETs
 that must agree on one generation. A moved generation is not always a change
 of them: every allocation write on a provider moves it too (nova's claims,
 on every boot). A caller that reads the provider's allocations anyway (the
-allocation audit, :mod:`agent.tracker.vouch`) can *vouch* for it
-(:data:`Vouch`): when the allocations explain the whole move, the details
-are kept without their three reads (issue 28). :class:`Vouched` remembers
-which details rest on a vouch: they are read again before any write of them
-(:meth:`agent.placement.mirror.Mirror.verify`), on the next move nobody
-explains, after ``[compute] resource_provider_association_refresh`` seconds
-(nova's interval for its cache of the same details), and after a restart
-(the state directory keeps the generation they were read at).
+allocation audit's reads, :mod:`agent.placement.allocation_reads`) can *vouch*
+for it (:data:`Vouch`): when the allocations explain the whole move, the
+details are kept without their three reads (issue 28). :class:`Vouched`
+remembers which details rest on a vouch: they are read again before any
+write of them (:meth:`agent.placement.mirror.Mirror.verify`), on the next
+move nobody explains, and after ``[compute] resource_provider_association_refresh``
+seconds (nova's interval for its cache of the same details). The state
+directory keeps each vouch with the wall-clock time it began, so a restart
+neither reads them again nor makes a vouch younger (issue 33: a restart read
+every vouched provider's details again, 33 requests after 10 claims).
 """
 
 from __future__ import annotations
@@ -20,17 +22,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from agent.model.exceptions import AgentError
 from agent.model.provider_tree import ProviderTree
+from agent.model.resources import inventory_body
 from agent.placement import endpoints
 from agent.placement.client import PlacementClient
 
 LOG = logging.getLogger(__name__)
 
-Vouch = Callable[[Mapping[str, int]], Mapping[str, "int | None"]]
-"""``{provider: generation its details are known at} -> {provider: generation they are
-vouched at}``.
+Vouch = Callable[[Mapping[str, tuple[int, int]], ProviderTree], Mapping[str, "int | None"]]
+"""``({provider: (generation its details are known at, generation listed)}, the mirror's
+tree before the listing) -> {provider: generation they are vouched at}``.
 
 Asked once per listing about the providers whose listed generation moved
 (so the answers may be read in parallel): for each, the generation (the
@@ -119,6 +123,31 @@ class Vouched:
         held = self._since.get(uuid)
         return None if held is None else held[0]
 
+    def to_json(self, uuid: str) -> dict[str, Any] | None:
+        """``uuid``'s vouch for the state directory: ``{"read_at": generation, "since":
+        wall-clock seconds it began}``; None when its details rest on a read."""
+        held = self._since.get(uuid)
+        if held is None:
+            return None
+        return {"read_at": held[0], "since": time.time() - (self.clock() - held[1])}
+
+    def restore(self, uuid: str, doc: Any) -> bool:
+        """Take back a vouch :meth:`to_json` stored (a restart); its age goes on.
+
+        One that began in the future (the wall clock went back) is taken as
+        expired: the details are read on the next listing (unless
+        ``refresh_after`` is 0, which lets no vouch expire).
+
+        Returns:
+            False for a malformed ``doc`` (the caller must not trust the details).
+        """
+        try:
+            read_at, age = int(doc["read_at"]), time.time() - float(doc["since"])
+        except (KeyError, TypeError, ValueError):
+            return False
+        self._since[uuid] = (read_at, self.clock() - (age if age >= 0 else float("inf")))
+        return True
+
     def discard(self, uuid: str) -> None:
         """``uuid``'s details were read (or it is gone): no longer vouched for."""
         self._since.pop(uuid, None)
@@ -141,3 +170,43 @@ class Vouched:
             for u, (_, since) in list(self._since.items())
             if now - since >= self.refresh_after and tree.exists(u)
         }
+
+
+VOUCHED = "vouched"
+"""The state directory's field of a provider whose details rest on a vouch."""
+
+
+def provider_record(
+    tree: ProviderTree, uuid: str, vouched: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """One provider of ``tree`` as the state directory stores it (Placement's field names).
+
+    Args:
+        vouched: the provider's vouch (:meth:`Vouched.to_json`), when its details
+            rest on one: stored beside them, so a restart keeps it with its age.
+    """
+    p = tree.data(uuid)
+    out = {
+        "uuid": p.uuid,
+        "name": p.name,
+        "generation": p.generation,
+        "parent_provider_uuid": p.parent_uuid,
+        "inventories": inventory_body(p.inventory),
+        "traits": sorted(p.traits),
+        "aggregates": sorted(p.aggregates),
+    }
+    if vouched is not None:
+        out[VOUCHED] = vouched
+    return out
+
+
+def restored(records: list[dict[str, Any]] | None, vouched: Vouched) -> list[dict[str, Any]]:
+    """The state directory's records of one node (:func:`provider_record`), their vouches
+    taken back into ``vouched``; a provider whose vouch cannot be read has no generation,
+    so its details are read."""
+    out = [dict(r) for r in records or [] if isinstance(r, dict)]
+    for rec in out:
+        doc = rec.pop(VOUCHED, None)
+        if doc is not None and not vouched.restore(str(rec.get("uuid")), doc):
+            rec["generation"] = None
+    return out

@@ -4,7 +4,7 @@ The same idea as placement's own ``PlacementDirect`` (reshape-provider-tree
 spec, "Direct Interface to Placement"): the WSGI application runs
 in-process and wsgi-intercept routes the client's HTTP to it without a
 socket, so the agent's ordinary client code is used unchanged. The schema is
-created on first use. :func:`serve` offers the same database over real HTTP
+created on first use. :func:`make_server` offers the same database over real HTTP
 on loopback, for ``openstack resource provider ...`` and for tests.
 
 Placement's database engine is configured once per process (its

@@ -91,7 +91,7 @@ class KeystoneFailure(PlacementUnavailable):
 
     Keystone unreachable, the credentials refused, its certificate not trusted, or no
     Placement endpoint in the catalog: the request never reached Placement, and the
-    client counts it apart (:attr:`PlacementClient.keystone_failures`).
+    client counts it apart (:meth:`~agent.placement.client.PlacementClient.keystone_failures`).
 
     Attributes:
         cause: ``unreachable``, ``credentials``, ``tls``, ``catalog`` or ``error``

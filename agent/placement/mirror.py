@@ -10,22 +10,27 @@ changed costs one request, and a restarted agent whose host did not change
 costs the same.
 
 A moved generation that the allocations read in the same cycle explain
-keeps the details without their reads (:mod:`agent.placement.details`).
+keeps the details without their reads (:mod:`agent.placement.details`,
+:mod:`agent.placement.allocation_reads`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from agent.model.exceptions import AgentError
 from agent.model.names import is_custom
 from agent.model.provider_tree import ProviderTree
-from agent.model.resources import inventory_body
 from agent.placement import endpoints
 from agent.placement.client import PlacementClient
-from agent.placement.details import Vouch, Vouched, read_provider_details
+from agent.placement.details import (
+    Vouch,
+    Vouched,
+    provider_record,
+    read_provider_details,
+    restored,
+)
 from agent.placement.endpoints import ProviderRecord
 from agent.placement.roots import CREATED_HERE, ComputeNodes
 from agent.state.store import StateStore
@@ -34,25 +39,6 @@ LOG = logging.getLogger(__name__)
 
 _LISTED = ("uuid", "name", "generation", "parent_provider_uuid")
 """The fields of a listing record the mirror keeps."""
-
-
-def provider_record(tree: ProviderTree, uuid: str, generation: int | None = None) -> dict[str, Any]:
-    """One provider of ``tree`` as the state directory stores it (Placement's field names).
-
-    Args:
-        generation: the generation to store instead of the tree's (the one a
-            vouched provider's details were read at).
-    """
-    p = tree.data(uuid)
-    return {
-        "uuid": p.uuid,
-        "name": p.name,
-        "generation": p.generation if generation is None else generation,
-        "parent_provider_uuid": p.parent_uuid,
-        "inventories": inventory_body(p.inventory),
-        "traits": sorted(p.traits),
-        "aggregates": sorted(p.aggregates),
-    }
 
 
 def _unchanged(mirror: ProviderTree, listing: list[ProviderRecord]) -> bool:
@@ -76,11 +62,11 @@ def _sorted_out(
     mirror: ProviderTree, listing: list[ProviderRecord], expired: set[str]
 ) -> tuple[list[str], dict[str, int], list[str]]:
     """The listed providers whose details must be read (new to the mirror, or their vouch
-    expired), those whose generation moved (``{uuid: the mirror's generation}``) and those
-    as the mirror holds them; a provider this client just created is in none (it holds
-    nothing yet)."""
+    expired), those whose generation moved (``{uuid: (the mirror's generation, the listed
+    one)}``) and those as the mirror holds them; a provider this client just created is in
+    none (it holds nothing yet)."""
     stale: list[str] = []
-    moved: dict[str, int] = {}
+    moved: dict[str, tuple[int, int]] = {}
     kept: list[str] = []
     for rec in listing:
         uuid = rec["uuid"]
@@ -90,7 +76,7 @@ def _sorted_out(
         if held is None or uuid in expired:
             stale.append(uuid)
         elif held != rec["generation"]:
-            moved[uuid] = held
+            moved[uuid] = (held, rec["generation"])
         else:
             kept.append(uuid)
     return stale, moved, kept
@@ -252,13 +238,13 @@ class Mirror:
     def save(self, nodename: str) -> None:
         """Write ``nodename``'s mirror to the state directory.
 
-        A vouched provider is stored at the generation its details were read
-        at, so a restarted agent reads them again rather than trust a vouch
-        it no longer remembers.
+        A vouched provider is stored with its vouch (:meth:`Vouched.to_json`),
+        so a restarted agent keeps it, and its age, rather than read the
+        details again (issue 33) or trust them for longer.
         """
         mirror = self.trees[nodename]
         records = [
-            provider_record(mirror, u, self.vouched.read_at(u)) for u in mirror.get_provider_uuids()
+            provider_record(mirror, u, self.vouched.to_json(u)) for u in mirror.get_provider_uuids()
         ]
         self.state.set_seen_providers(nodename, records)
 
@@ -282,7 +268,7 @@ class Mirror:
 
     def _from_state(self, nodename: str) -> ProviderTree:
         mirror = ProviderTree()
-        records = self.state.seen_providers(nodename)
+        records = restored(self.state.seen_providers(nodename), self.vouched)
         if records:
             try:
                 mirror.populate_from_iterable(records)
@@ -309,7 +295,7 @@ class Mirror:
             nodename: the root provider's name.
             create: create the root when Placement has none by this name.
             uuid: the UUID to create it with when the state directory records
-                none (default: :func:`default_root_uuid`).
+                none (default: :func:`~agent.model.provider_tree.default_root_uuid`).
             vouch: asked about each provider whose generation moved before its
                 details are read (module docstring); None: they are read.
 
@@ -333,14 +319,13 @@ class Mirror:
             if proven:
                 self.save(nodename)
             return True
-        fresh, stale = self._refreshed(mirror, listing, expired, vouch)
+        fresh, _ = self._refreshed(mirror, listing, expired, vouch)
         self.trees[nodename] = fresh
         self._remember_custom(fresh)
-        before, after = mirror.get_provider_uuids(), fresh.get_provider_uuids()
-        for uuid in set(before) - set(after):
+        for uuid in set(mirror.get_provider_uuids()) - set(fresh.get_provider_uuids()):
             self.vouched.discard(uuid)
-        if stale or after != before:
-            self.save(nodename)
+        # Saved with the vouched generations too: a restart lists the same and reads nothing.
+        self.save(nodename)
         return True
 
     def _listing(self, nodename: str, create: bool, uuid: str | None) -> list[ProviderRecord]:
@@ -373,8 +358,8 @@ class Mirror:
         fresh = ProviderTree()
         fresh.populate_from_iterable({k: r[k] for k in _LISTED} for r in listing)
         stale, moved, kept = _sorted_out(mirror, listing, expired)
-        vouched = vouch(moved) if vouch is not None and moved else {}
-        for uuid, held in moved.items():
+        vouched = vouch(moved, mirror) if vouch is not None and moved else {}
+        for uuid, (held, _) in moved.items():
             at = vouched.get(uuid)
             if at is None:
                 stale.append(uuid)

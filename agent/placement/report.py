@@ -11,7 +11,10 @@ the CLI and the nova import use; each job lives in its own module:
   into writes (three-way merge of traits and aggregates);
 - :mod:`~agent.placement.reshaper`: new providers plus one ``POST /reshaper``;
 - :mod:`~agent.placement.consumers`: consumers' allocations, read-edit-write;
-- :mod:`~agent.placement.conflicts`: the generation-conflict retry.
+- :mod:`~agent.placement.conflicts`: the generation-conflict retry;
+- :mod:`~agent.placement.allocation_reads`, :mod:`~agent.placement.own_writes`:
+  the rules that save allocation and detail reads (the vouch, the agent's own
+  writes, created providers), with each fact read once per cycle.
 
 A cycle is:
 
@@ -37,10 +40,12 @@ from agent.model.allocations import ConsumerAllocations, ProviderAllocations
 from agent.model.provider_tree import ProviderTree
 from agent.model.resources import Inventory, to_inventories
 from agent.placement import consumers, endpoints
+from agent.placement.allocation_reads import AllocationReads, Known
 from agent.placement.client import PlacementClient
 from agent.placement.consumers import Consumers, Edit
 from agent.placement.details import Vouch
 from agent.placement.mirror import Mirror
+from agent.placement.own_writes import OwnWrites
 from agent.placement.pool import Pool
 from agent.placement.reshaper import reshape
 from agent.placement.writer import Flush, SyncResult, Writer
@@ -81,7 +86,7 @@ class ReportClient:
 
         The UUID recorded in the state directory is used if Placement has it;
         otherwise the provider is found by name (and recorded), else created
-        with the recorded UUID or :func:`default_root_uuid`.
+        with the recorded UUID or :func:`~agent.model.provider_tree.default_root_uuid`.
 
         Raises:
             RootConflict: Placement has this name under another UUID than the
@@ -220,6 +225,21 @@ class ReportClient:
         A consumer Placement does not know comes back empty with generation None.
         """
         return consumers.get_allocations(self.client, consumer)
+
+    def allocation_reads(self, known: Callable[[], Known]) -> AllocationReads:
+        """One node's allocation reads for one cycle, shared by the vouch and the audit.
+
+        Args:
+            known: loads what the node's last audit recorded (called once, when needed).
+        """
+        return AllocationReads(self.provider_allocations, self.get_allocations, self.pool, known)
+
+    def own_writes_proven(
+        self, nodename: str, own: OwnWrites, held: Mapping[str, ProviderAllocations]
+    ) -> dict[str, ProviderAllocations]:
+        """``{provider: allocations}`` the agent's own writes lead to, for its record to take
+        now; the next listing proves them (:meth:`OwnWrites.confirm`; no request)."""
+        return own.confirm(self.mirror, nodename, held)
 
     def put_allocations(self, consumer: str, allocations: ConsumerAllocations) -> None:
         """Replace a consumer's allocations (all of them), honouring its consumer generation.

@@ -52,7 +52,8 @@ def reshape(
     goes in the same transaction as their allocations.
 
     Args:
-        flushes: one per root (:meth:`Writer.plan_root` with ``reshape=True``).
+        flushes: one per root
+            (:meth:`~agent.placement.writer.Writer.plan_root` with ``reshape=True``).
         new_tree: the driver's tree.
         allocations: ``{consumer UUID: GET /allocations body}``, the complete
             final allocations of each consumer listed.
@@ -64,7 +65,7 @@ def reshape(
             what it held before (custom resource classes and traits created
             for the new tree stay: they are global and harmless).
             ``__cause__`` is the :class:`PlacementError`; a
-            :class:`GenerationConflict` there means "re-read and retry".
+            :class:`~agent.placement.errors.GenerationConflict` there means "re-read and retry".
     """
     created: list[tuple[ProviderTree, str]] = []
     try:
@@ -155,7 +156,7 @@ def _snapshot_generation(flush: Flush, uuid: str) -> int | None:
     since (nova's claim on the compute node) moved the generation, and the
     reshaper must answer it with ``409 placement.concurrent_update`` (read
     again, retry) rather than take a generation read later, just before the
-    POST (the vouched details' check, :meth:`Mirror.verify`), and fail on
+    POST (the vouched details' check, :meth:`~agent.placement.mirror.Mirror.verify`), and fail on
     the inventory the new claim uses (``placement.inventory.inuse``, final).
     """
     if flush.base.exists(uuid):

@@ -27,8 +27,9 @@ from agent.model.yields import FieldLedger
 from agent.placement import endpoints
 from agent.placement.client import PlacementClient
 from agent.placement.conflicts import retry_on_conflict
+from agent.placement.details import provider_record
 from agent.placement.errors import GenerationConflict, InventoryInUse, NotFound, PlacementError
-from agent.placement.mirror import Mirror, provider_record
+from agent.placement.mirror import Mirror
 from agent.placement.pool import Pool
 from agent.placement.roots import RootConflict
 from agent.placement.yields import Ledgers, record_inventory, record_set, settled_diff
@@ -119,7 +120,7 @@ def create_provider(
     """``POST /resource_providers`` for ``new_tree``'s provider ``uuid``, then add it to ``mirror``.
 
     Raises:
-        PlacementError: Placement refused it (e.g. :class:`DuplicateName`).
+        PlacementError: Placement refused it (e.g. :class:`~agent.placement.errors.DuplicateName`).
     """
     p = new_tree.data(uuid)
     created = endpoints.create_provider(client, p.name, p.uuid, p.parent_uuid)

@@ -24,7 +24,7 @@ from agent.model.exceptions import AgentError
 from agent.model.provider_tree import ProviderTree
 from agent.model.yields import KINDS
 from agent.shape.layout import OWNER_TRAIT
-from agent.tracker.consumer_record import State
+from agent.tracker.consumer_state import State
 
 if TYPE_CHECKING:
     from agent.placement.client import RequestEvent
@@ -255,7 +255,10 @@ class PlacementMetrics:
         )
 
     def on_request(self, event: RequestEvent) -> None:
-        """A :attr:`PlacementClient.observers` callback: count one try, retry or conflict."""
+        """A callback of :attr:`~agent.placement.client.PlacementClient.observers`.
+
+        Counts one try, retry or conflict.
+        """
         if event.kind == "answer":
             self.placement_requests.labels(event.method, event.status).inc()
             self.request_seconds.labels(event.method, event.template, event.status).observe(

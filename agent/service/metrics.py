@@ -78,7 +78,10 @@ class AgentMetrics:
     # -- sources ------------------------------------------------------------------
 
     def on_request(self, event: RequestEvent) -> None:
-        """A :attr:`PlacementClient.observers` callback: count one try, retry or conflict."""
+        """A callback of :attr:`~agent.placement.client.PlacementClient.observers`.
+
+        Counts one try, retry or conflict.
+        """
         self.placement.on_request(event)
 
     def observe_cycle(self, outcome: CycleOutcome, fatal: bool = False) -> None:

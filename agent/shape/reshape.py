@@ -184,7 +184,7 @@ def reshape_allocations(
     rest on the most free target). Amounts are conserved per consumer and
     class; when nothing fits, the amount still goes to the most free target
     so that Placement refuses the reshape ("Unable to allocate inventory",
-    hence :class:`ReshapeFailed`) instead of an allocation being dropped.
+    hence :class:`~agent.model.exceptions.ReshapeFailed`) instead of an allocation being dropped.
 
     Args:
         allocations: ``{consumer: GET /allocations/{consumer} body}``; edited

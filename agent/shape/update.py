@@ -1,6 +1,7 @@
 """The spec's ``update_provider_tree`` on discovered records (reshape-provider-tree.txt).
 
-Every driver's :meth:`drivers.base.ComputeDriver.update_provider_tree`
+Every driver's ``update_provider_tree``
+(:meth:`agent.shape.adapter.DriverAdapter.update_provider_tree`)
 discovers its node and delegates here: the same records give the same tree
 whichever driver found them.
 """

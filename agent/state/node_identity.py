@@ -118,7 +118,7 @@ def write(state_path: Path, node_uuid: str, directories: Iterable[Path]) -> str:
 
 
 def nova_identity(conf: Any) -> dict[str, Any]:
-    """:class:`StateStore`'s arguments that say where nova's ``compute_id`` is:
+    """:class:`~agent.state.store.StateStore`'s arguments that say where nova's ``compute_id`` is:
     ``config_files`` (oslo.config's ``config_file``: nova looks next to each) and
     ``nova_state_path`` (``[compute_agent] nova_state_path``)."""
     # oslo.config's NoSuchOptError is an AttributeError: a ConfigOpts never called.

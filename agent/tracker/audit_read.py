@@ -35,13 +35,17 @@ from functools import cached_property
 from typing import Any
 
 from agent.model.allocations import ByProvider, ConsumerAllocations, ProviderAllocations
+from agent.placement.allocation_reads import (
+    AllocationReads,
+    Known,
+    changed_consumers,
+)
 from agent.placement.errors import NotFound
+from agent.placement.own_writes import OwnWrites
 from agent.placement.report import ReportClient
 from agent.state.store import StateStore
-from agent.tracker import evidence
+from agent.tracker import evidence, record_json
 from agent.tracker.consumer_record import ConsumerRecord
-from agent.tracker.own_writes import OwnWrites
-from agent.tracker.vouch import AllocationVouch
 
 LOG = logging.getLogger(__name__)
 
@@ -63,6 +67,7 @@ class AuditView:
         reads: providers whose allocations were read.
         own: the audit's own allocation writes of this cycle (kept per node,
             so nodes audited in parallel do not mix them).
+        store: the state directory the record is saved in (:meth:`save`).
         before: ``{consumer: {provider: {rc: amount}}}`` on the owned
             providers as the last audit saved them (``stored`` as given, before
             this audit's saves): what each instance held here before
@@ -77,7 +82,51 @@ class AuditView:
     produces: frozenset[str] | None = None
     reads: int = 0
     own: OwnWrites = field(default_factory=OwnWrites)
+    store: StateStore | None = field(default=None, repr=False, compare=False)
     before: dict[str, ByProvider] = field(init=False)
+
+    @classmethod
+    def load(
+        cls,
+        state: StateStore,
+        nodename: str,
+        owned: Iterable[str],
+        tree: Iterable[str],
+        record: ConsumerRecord | None = None,
+    ) -> AuditView:
+        """The view of ``nodename`` with its record as stored in ``state`` (or ``record``,
+        loaded already this cycle), saved there (:meth:`save`).
+
+        Args:
+            owned: the node's providers the agent owns.
+            tree: every provider of the node's tree.
+        """
+        stored = state.consumers(nodename) or {}
+        loaded = record if record is not None else record_json.load(stored)
+        mine = set(owned)
+        return cls(nodename, loaded, mine, stored, frozenset(tree) | mine, store=state)
+
+    def save(self, statuses: bool = False) -> None:
+        """Save the record in ``store`` when it changed since last stored (write-ahead).
+
+        Args:
+            statuses: a change of the consumers' statuses alone is saved too
+                (the audit's last save). They say what the last audit found,
+                for ``show`` and metrics, and are rebuilt by every audit: the
+                write-ahead saves before and between writes skip them, or an
+                unchanged node's record was written twice a cycle (issue 28).
+
+        Raises:
+            RuntimeError: the view was made without a state store (a programming error).
+        """
+        if self.store is None:
+            raise RuntimeError(f"node {self.nodename}: audit view without a state store")
+        doc = record_json.dump(self.record)
+        if doc == self.stored:
+            return
+        if statuses or _but_statuses(doc) != _but_statuses(self.stored):
+            self.store.set_consumers(self.nodename, doc)
+            self.stored = doc
 
     def __post_init__(self) -> None:
         self.before = evidence.last_held(self.stored, self.owned)
@@ -87,9 +136,15 @@ class AuditView:
         """``{consumer: {provider: {rc: amount}}}`` on the node's owned providers.
 
         Computed once, after :func:`refresh` has read: the planner and
-        :meth:`AllocationAudit.reconcile` both use it.
+        :func:`~agent.tracker.audit_decision.decide` both use it.
         """
         return self.record.by_consumer(self.owned)
+
+
+def known(record: ConsumerRecord) -> Known:
+    """What ``record`` says Placement held, as plain data for the Placement layer's reads:
+    the providers' allocations, and the consumers the agent itself may have written."""
+    return Known(dict(record.held), frozenset(record.instances | set(record.claims)))
 
 
 def refresh(
@@ -101,13 +156,10 @@ def refresh(
     sharing: str | None = None,
     created: Iterable[str] = (),
     tree: Iterable[str] = (),
-    earlier: AllocationVouch | None = None,
+    reads: AllocationReads | None = None,
+    record: ConsumerRecord | None = None,
 ) -> AuditView:
     """Read what the module docstring says must be read this cycle.
-
-    A provider created in this very cycle (``created``) holds no allocation
-    yet: it is recorded empty, not read (a first start costs no read per
-    provider beyond the tree's writes).
 
     Args:
         report: the Placement façade.
@@ -117,73 +169,42 @@ def refresh(
         cpu_providers: the owned providers that carry VCPU, PCPU or
             MEMORY_MB inventory (read every cycle).
         sharing: the shared-storage provider DISK_GB goes to, if any.
-        created: providers this cycle's writes created.
+        created: providers this cycle's writes created: recorded empty, not read
+            (:meth:`AllocationReads.created`).
         tree: every provider of the node's tree (owned or not).
-        earlier: what vouching read this cycle (:mod:`agent.tracker.vouch`): the
-            record, and providers' allocations, used while their generation holds.
+        reads: this cycle's allocation reads of the node, which the mirror's vouch may
+            have begun: what was read is not read again (:class:`AllocationReads`).
+        record: the node's record as loaded this cycle (default: from ``state``).
 
     Returns:
-        An :class:`AuditView` for :meth:`AllocationAudit.reconcile` and for planning.
+        An :class:`AuditView` for planning and :meth:`~.audit.AllocationAudit.begin`.
     Raises:
         PlacementUnavailable, PlacementError: a read failed (the cycle fails).
     """
-    stored = state.consumers(nodename) or {}
-    loaded = earlier.record if earlier is not None else None
-    record = loaded if loaded is not None else ConsumerRecord.from_json(stored)
-    view = AuditView(nodename, record, set(owned), stored, frozenset(tree) | set(owned))
+    view = AuditView.load(state, nodename, owned, tree, record)
+    record = view.record
+    if reads is None:
+        reads = report.allocation_reads(lambda: known(record))
     generations = report.provider_generations(nodename)
-    read = _reader(report, view, generations, earlier.read if earlier is not None else {})
-    new = _owned_only(view, created, generations)
+    read = _reader(reads, view, generations)
+    new = _owned_only(view, reads, created, generations)
     changed: set[str] | None = set()
     for rp in sorted((cpu_providers & view.owned) - new):
         fresh = read(rp)
         found = _changed(record, rp, fresh)
         changed = None if found is None or changed is None else changed | found
-        record.held[rp] = fresh
+        record.held.read(rp, fresh)
     devices = sorted(view.owned - cpu_providers - new)
     # Reading the changed consumers must cost less than reading every device provider.
     moved = bool(new & cpu_providers) or changed is None or len(changed) > len(devices)
     if not moved and changed:
-        _follow_consumers(report, view, sorted(changed), devices, sharing)
+        _follow_consumers(reads, view, sorted(changed), devices, sharing)
     for rp in devices:
         old = record.held.get(rp)
         if moved or old is None or old.generation != generations.get(rp):
-            record.held[rp] = read(rp)
-    _refresh_shared(report, view, _pools_to_read(record, view.tree, sharing, moved))
+            record.held.read(rp, read(rp))
+    _refresh_shared(read, view, _pools_to_read(record, view.tree, sharing, moved))
     return view
-
-
-def changed_consumers(
-    old: ProviderAllocations | None, fresh: ProviderAllocations
-) -> set[str] | None:
-    """The consumers of a CPU and memory provider that may have changed anywhere since ``old``.
-
-    Every write of a consumer's allocations moves its consumer generation
-    (Placement API reference, microversion 1.28), and every write that leaves
-    a consumer on a provider moves the provider's generation; a consumer
-    deleted or moved off disappears from the listing. So: a consumer that
-    appeared or disappeared, and, when the provider's generation moved, each
-    whose consumer generation moved or was not known (written by the agent
-    itself: its write is proven by the provider's generation being the one
-    expected, ``own_writes``, and then nothing else wrote here).
-
-    Returns:
-        The consumers to read again, or None when ``old`` cannot tell (no
-        record, no generation, or a read without consumer generations):
-        then every provider is read, as before.
-    """
-    if old is None or old.generation is None or fresh.generation is None:
-        return None
-    if fresh.consumers and not fresh.consumer_generations:
-        return None  # a microversion before 1.28: nothing to compare
-    changed = set(old.consumers) ^ set(fresh.consumers)
-    if fresh.generation == old.generation:
-        return changed | {c for c in fresh.consumers if fresh.consumers[c] != old.consumers.get(c)}
-    for consumer in fresh.consumers:
-        before = old.consumer_generations.get(consumer)
-        if before is None or before != fresh.consumer_generations.get(consumer):
-            changed.add(consumer)
-    return changed
 
 
 def _changed(record: ConsumerRecord, rp: str, fresh: ProviderAllocations) -> set[str] | None:
@@ -197,7 +218,7 @@ def _changed(record: ConsumerRecord, rp: str, fresh: ProviderAllocations) -> set
 def rewritten(old: ProviderAllocations | None, fresh: ProviderAllocations) -> set[str]:
     """Consumers of ``old`` another writer wrote since: their amounts here changed, or
     their consumer generation moved from one the record knew. The agent's own writes are
-    in the record before its next read (:mod:`agent.tracker.own_writes`), so they are not
+    in the record before its next read (:mod:`agent.placement.own_writes`), so they are not
     among them, but a consumer nova re-creates with the same amounts (its generation
     starts again) is not seen."""
     if old is None:
@@ -215,23 +236,26 @@ def rewritten(old: ProviderAllocations | None, fresh: ProviderAllocations) -> se
 
 
 def _follow_consumers(
-    report: ReportClient,
+    reads: AllocationReads,
     view: AuditView,
     changed: list[str],
     devices: list[str],
     sharing: str | None,
 ) -> None:
-    """Read each changed consumer (in parallel) and put what it holds now in the record.
+    """Read each changed consumer (in parallel; the vouch may have read them already) and
+    put what it holds now in the record.
 
     A consumer's part removed from a device provider moves no generation
     there, so the record of every device provider and of the sharing
     provider is corrected from the consumer's own allocations; a device
-    provider it wrote on moved its generation and is read as usual.
+    provider it wrote on moved its generation and is read as usual (or
+    derived from these very reads, :mod:`agent.placement.allocation_reads`).
     """
     view.reads += len(changed)
-    found = report.pool.map(report.get_allocations, changed)
+    found = reads.of_consumers(changed)
     record = view.record
-    for consumer, now in zip(changed, found, strict=True):
+    for consumer in changed:
+        now = found[consumer]
         for rp in devices:
             held = record.held.get(rp)
             if held is None:
@@ -241,7 +265,7 @@ def _follow_consumers(
                 consumers[consumer] = dict(now.allocations[rp])
             if consumers != held.consumers:
                 gens = {c: g for c, g in held.consumer_generations.items() if c != consumer}
-                record.held[rp] = ProviderAllocations(held.generation, consumers, gens)
+                record.held.read(rp, ProviderAllocations(held.generation, consumers, gens))
         _follow_shared(view, consumer, now.allocations, sharing)
 
 
@@ -253,53 +277,34 @@ def _follow_shared(view: AuditView, consumer: str, now: ByProvider, sharing: str
     held = ConsumerAllocations(allocations=now)
     share = evidence.this_hosts_share(held, view.owned, view.tree, pools - view.tree)
     parts = {rp: dict(now[rp]) for rp in sorted(share - view.owned)}
-    if parts and held.on(view.owned):
-        record.shared[consumer] = parts
-    else:
-        record.shared.pop(consumer, None)
+    record.pool_parts(consumer, parts if held.on(view.owned) else {})
 
 
 def _owned_only(
-    view: AuditView, created: Iterable[str], generations: Mapping[str, int]
+    view: AuditView, reads: AllocationReads, created: Iterable[str], generations: Mapping[str, int]
 ) -> set[str]:
     """Narrow the record to the owned providers, the ones created this cycle recorded
     empty (they hold nothing yet); returns those."""
     record = view.record
     for rp in set(record.held) - view.owned:
-        del record.held[rp]
+        record.held.read(rp, None)
     new = set(created) & view.owned
-    for rp in new:
-        record.held[rp] = ProviderAllocations(generations.get(rp), {})
+    for rp, empty in reads.created(new, generations).items():
+        record.held.read(rp, empty)
     return new
 
 
 def _reader(
-    report: ReportClient,
-    view: AuditView,
-    generations: Mapping[str, int],
-    prefetched: Mapping[str, ProviderAllocations],
+    reads: AllocationReads, view: AuditView, generations: Mapping[str, int]
 ) -> Callable[[str], ProviderAllocations]:
-    """Reads a provider's allocations, or takes them from ``prefetched`` when they were
-    read at the provider's generation now (each once)."""
-    ready = {
-        rp: got
-        for rp, got in prefetched.items()
-        if got.generation is not None and got.generation == generations.get(rp)
-    }
+    """Reads a provider's allocations at its listed generation, or takes them from this
+    cycle's reads when they are at that generation (the vouch read or derived them)."""
 
     def read(rp: str) -> ProviderAllocations:
-        got = ready.pop(rp, None)
-        if got is None:
-            return _read(report, view, rp)
-        view.reads += 1  # read this cycle, while vouching for its generation
-        return got
+        view.reads += 1
+        return reads.provider(rp, generations.get(rp))[0]
 
     return read
-
-
-def _read(report: ReportClient, view: AuditView, rp: str) -> ProviderAllocations:
-    view.reads += 1
-    return report.provider_allocations(rp)
 
 
 def _shared_elsewhere(record: ConsumerRecord, sharing: str) -> bool:
@@ -320,7 +325,9 @@ def _pools_to_read(
     return pools
 
 
-def _refresh_shared(report: ReportClient, view: AuditView, pools: Iterable[str]) -> None:
+def _refresh_shared(
+    read: Callable[[str], ProviderAllocations], view: AuditView, pools: Iterable[str]
+) -> None:
     """What this node's consumers hold on ``pools`` (the sharing provider, and every
     pool the record saw a part on), as Placement has it; a pool that is gone holds nothing.
 
@@ -338,14 +345,15 @@ def _refresh_shared(report: ReportClient, view: AuditView, pools: Iterable[str])
     ours = set(view.held)
     for pool in sorted(pools):
         try:
-            found = _read(report, view, pool).consumers
+            found = read(pool).consumers
         except NotFound:
             found = {}
         for consumer in sorted(ours | set(record.shared)):
             parts = {rp: a for rp, a in record.shared.get(consumer, {}).items() if rp != pool}
             if consumer in found and consumer in ours:
                 parts[pool] = dict(found[consumer])
-            if parts:
-                record.shared[consumer] = parts
-            else:
-                record.shared.pop(consumer, None)
+            record.pool_parts(consumer, parts)
+
+
+def _but_statuses(doc: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k != "states"}

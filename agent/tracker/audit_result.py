@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from agent.model.allocations import ConsumerAllocations
 from agent.placement.errors import PlacementError
+from agent.tracker.audit_decision import AuditDecision, Listing
 from agent.tracker.audit_read import AuditView
 from agent.tracker.consumer_record import ConsumerStatus
-from agent.tracker.evidence import Owner
 
 LOG = logging.getLogger(__name__)
 
@@ -60,40 +58,30 @@ class AuditRules:
 
 @dataclass
 class AuditDraft:
-    """One node's audit between its decisions and the results of its writes in bulk.
+    """One node's audit between its decision and the results of its writes in bulk.
 
-    Made by :meth:`AllocationAudit.begin`, ended by :meth:`AllocationAudit.finish`
-    (the cycle writes many nodes' ``new`` together in between).
+    Made by :meth:`~agent.tracker.audit.AllocationAudit.begin`, carried out by
+    :meth:`~agent.tracker.audit.AllocationAudit.finish` (the cycle writes many
+    nodes' ``decision.bulk`` together in between).
 
     Attributes:
         view: the node's view (its record already saved with the listed instances).
-        expected: ``{consumer: ConsumerAllocations}`` planned from the driver.
-        present: every instance UUID the driver lists on the node.
-        keep: owned providers whose allocations stay as they are.
-        owners: ``{instance: (project_id, user_id)}`` of the listed instances.
-        unreadable: listed instances the driver could not read.
+        listing: what the driver listed and planned.
+        decision: what the audit will do (a value: no request made it).
         result: what the audit did so far.
         touched: providers whose allocations the audit wrote so far.
-        new: consumers holding nothing here, to write in bulk (``POST
-            /allocations``), as they are to be written (kept providers left out).
-        one_by_one: consumers to read and write alone after the bulk writes.
     """
 
     view: AuditView
-    expected: Mapping[str, ConsumerAllocations]
-    present: set[str]
-    keep: frozenset[str]
-    owners: Mapping[str, Owner]
-    unreadable: frozenset[str]
+    listing: Listing
+    decision: AuditDecision
     result: AuditResult
     touched: set[str] = field(default_factory=set)
-    new: dict[str, ConsumerAllocations] = field(default_factory=dict)
-    one_by_one: list[str] = field(default_factory=list)
 
 
 @dataclass
 class BulkWrites:
-    """What became of one node's :attr:`AuditDraft.new` consumers.
+    """What became of one node's :attr:`AuditDecision.bulk` consumers.
 
     Attributes:
         written: the node's part of each ``POST /allocations`` Placement

@@ -1,83 +1,27 @@
-"""Who holds what on one node: the audit's durable record and the state of each consumer.
+"""Who holds what on one node: the audit's durable record, and every transition of it.
 
 One type, :class:`ConsumerRecord`, owns every transition of what the agent
 remembers about the consumers of a node (as openstack/placement's
 ``objects/consumer.py`` keeps a consumer's transitions in one place): the
 audit, claims and targeted updates call its methods and never edit its
-fields. It is kept in ``state_path`` (``consumers/NODE.json``) and saved *before*
-a request that writes an allocation is sent (write-ahead), so a failure at
-any instant after a write leaks nothing: an instance whose allocation was
-written is always in the record, and so is removed once it is gone.
-
-Each consumer of the node is in one :class:`State`, derived from evidence
-(docs/service.md, "Allocation audit"):
-
-========================  ==========================================================
-state                     evidence
-========================  ==========================================================
-``instance here``         the driver lists it, and its consumer holds something on
-                          this node's providers, or nothing anywhere
-``moving``                the driver lists it, it holds nothing here, and it holds
-                          CPU or memory on a provider outside this node's tree (nova
-                          moved it: resize or live migration in progress, evacuated)
-``claimed, building``     claimed through the tracker, not listed yet (kept until
-                          listed or ``[DEFAULT] instance_build_timeout`` passes)
-``gone``                  listed (or claimed) earlier, not now; this host's part is
-                          removed, and the consumer stays here until Placement
-                          confirms it
-``not an instance``       holds resources here, never listed here: nova's migration
-                          record, another service's consumer, a scheduler's claim
-========================  ==========================================================
+fields (tests/unit/test_record_transitions.py holds that). A method that
+puts a consumer in a state sets the state and its reason together
+(:mod:`agent.tracker.consumer_state`); a method whose name asks a question
+changes nothing. The record is kept in ``state_path`` (``consumers/NODE.json``,
+:mod:`agent.tracker.record_json`) and saved *before* a request that writes
+an allocation is sent (write-ahead), so a failure at any instant after a
+write leaks nothing: an instance whose allocation was written is always in
+the record, and so is removed once it is gone.
 """
 
 from __future__ import annotations
 
-import enum
-import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
-from agent.model.allocations import ByProvider, ProviderAllocations, by_consumer, clean_by_provider
-
-LOG = logging.getLogger(__name__)
-
-
-class State(enum.StrEnum):
-    """The state of one consumer on one node (module docstring)."""
-
-    HERE = "instance here"
-    MOVING = "moving"
-    BUILDING = "claimed, building"
-    GONE = "gone"
-    FOREIGN = "not an instance"
-
-
-@dataclass(frozen=True)
-class ConsumerStatus:
-    """One consumer's state on a node and why (``compute-agent show``, metrics).
-
-    Attributes:
-        consumer: the consumer UUID.
-        state: its :class:`State`.
-        why: the evidence, one line.
-        drift: for an instance here, how Placement differs from the plan
-            (empty when it does not).
-    """
-
-    consumer: str
-    state: State
-    why: str
-    drift: str = ""
-
-    def to_json(self) -> dict[str, str]:
-        """``{"consumer", "state", "why", "drift"}``."""
-        return {
-            "consumer": self.consumer,
-            "state": str(self.state),
-            "why": self.why,
-            "drift": self.drift,
-        }
+from agent.model.allocations import ByProvider, by_consumer
+from agent.tracker.consumer_state import ConsumerStatus, Reason
+from agent.tracker.held import HeldAllocations
 
 
 @dataclass
@@ -120,50 +64,13 @@ class ConsumerRecord:
     gone: set[str] = field(default_factory=set)
     moving: set[str] = field(default_factory=set)
     unknown: dict[str, float] = field(default_factory=dict)
-    held: dict[str, ProviderAllocations] = field(default_factory=dict)
+    held: HeldAllocations = field(default_factory=HeldAllocations)
     shared: dict[str, ByProvider] = field(default_factory=dict)
     migrations: set[str] = field(default_factory=set)
     wrote: set[str] = field(default_factory=set)
     deferred: set[str] = field(default_factory=set)
     drift: dict[str, str] = field(default_factory=dict)
     statuses: dict[str, ConsumerStatus] = field(default_factory=dict)
-
-    # -- storage -------------------------------------------------------------------
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any] | None) -> ConsumerRecord:
-        """Parse a stored record; anything malformed gives an empty record (re-read)."""
-        return _parse(doc)
-
-    def to_json(self) -> dict[str, Any]:
-        """The record as stored in ``consumers/NODE.json``."""
-        return {
-            "instances": sorted(self.instances),
-            "claims": dict(sorted(self.claims.items())),
-            "gone": sorted(self.gone),
-            "moving": sorted(self.moving),
-            "unknown": dict(sorted(self.unknown.items())),
-            "held": {rp: pa.consumers for rp, pa in sorted(self.held.items())},
-            "generations": {
-                rp: pa.generation
-                for rp, pa in sorted(self.held.items())
-                if pa.generation is not None
-            },
-            "consumer_generations": {
-                rp: dict(sorted(pa.consumer_generations.items()))
-                for rp, pa in sorted(self.held.items())
-                if pa.consumer_generations
-            },
-            "shared": dict(sorted(self.shared.items())),
-            "migrations": sorted(self.migrations),
-            "wrote": sorted(self.wrote),
-            "deferred": sorted(self.deferred),
-            "drift": dict(sorted(self.drift.items())),
-            "states": {
-                c: {"state": str(s.state), "why": s.why, "drift": s.drift}
-                for c, s in sorted(self.statuses.items())
-            },
-        }
 
     def by_consumer(self, providers: Iterable[str]) -> dict[str, ByProvider]:
         """``{consumer: {provider: {rc: amount}}}`` over ``providers``."""
@@ -255,23 +162,75 @@ class ConsumerRecord:
             self.gone.add(consumer)
         return expired
 
-    # -- writes ------------------------------------------------------------------------
+    # -- the audit: instances listed here ------------------------------------------
 
-    def written(self, consumer: str, shared: ByProvider | None) -> None:
-        """``consumer``'s allocation was written (``shared``: its part outside the tree)."""
-        if shared:
-            self.shared[consumer] = dict(shared)
-        else:
-            self.shared.pop(consumer, None)
+    def audit_begun(self) -> None:
+        """A new audit of the node: the statuses of the last one are dropped (each
+        consumer gets one from this audit)."""
+        self.statuses.clear()
+
+    def unreadable(self, consumer: str) -> None:
+        """Listed, but the driver cannot read it: left as Placement holds it."""
+        self._status(consumer, Reason.UNREADABLE)
+
+    def uses_nothing(self, consumer: str) -> None:
+        """Listed, and its plan holds nothing here."""
+        self._in_step(consumer)
+        self._status(consumer, Reason.USES_NOTHING)
+
+    def holds_plan(self, consumer: str) -> None:
+        """Listed, and Placement holds its plan (this host's share of it)."""
+        self._in_step(consumer)
+        self._status(consumer, Reason.HOLDS_PLAN)
+
+    def already_held(self, consumer: str, pools: ByProvider) -> None:
+        """Listed; a read found Placement already holding what would be written.
+
+        Args:
+            pools: its part outside the tree as Placement holds it (on the pool
+                nova chose, :func:`agent.tracker.evidence.on_held_pools`): this
+                host's share, compared without a read next time.
+        """
+        self._in_step(consumer)
+        if pools:
+            self.pool_parts(consumer, pools)
+        self._status(consumer, Reason.ALREADY_HELD)
+
+    def written(self, consumer: str, shared: ByProvider | None, bulk: bool = False) -> None:
+        """``consumer``'s allocation was written by the agent (a heal, a rewrite).
+
+        Args:
+            shared: its part outside the tree (the sharing provider's).
+            bulk: written in a ``POST /allocations`` of many (it held nothing here).
+        """
+        self.pool_parts(consumer, shared or {})
         self.wrote.add(consumer)
-        self.moving.discard(consumer)
+        self._in_step(consumer)
+        self._status(consumer, Reason.WRITTEN_IN_BULK if bulk else Reason.WRITTEN)
 
-    def holds_on_pools(self, consumer: str, shared: ByProvider) -> None:
-        """``consumer``, an instance here, holds ``shared`` outside the tree as Placement
-        has it now (its part on the pool nova chose, :func:`agent.tracker.evidence.on_held_pools`):
-        this host's share, compared without a read next time."""
-        if shared:
-            self.shared[consumer] = {rp: dict(a) for rp, a in shared.items()}
+    def drifts(self, consumer: str, line: str) -> bool:
+        """``consumer``'s allocation differs from the plan as ``line`` says (not rewritten).
+
+        Returns:
+            True when this drift is new (to be logged), False when it was
+            logged already.
+        """
+        new = self.drift.get(consumer) != line
+        self.drift[consumer] = line
+        self._status(consumer, Reason.DRIFT, drift=line)
+        return new
+
+    def found_moving(self, consumer: str, why: str) -> bool:
+        """``consumer`` is listed here while nova holds it elsewhere (``why``: the evidence).
+
+        Returns:
+            True when it was not moving at the last audit (to be logged).
+        """
+        new = consumer not in self.moving
+        self.moving.add(consumer)
+        self.drift.pop(consumer, None)
+        self._status(consumer, Reason.MOVING, why)
+        return new
 
     def rewritten_by_others(self, consumers: Iterable[str]) -> None:
         """Another writer wrote ``consumers`` since the agent did (issue 33, case 6): their
@@ -279,11 +238,31 @@ class ConsumerRecord:
         does not release it at once (:meth:`removal_due`)."""
         self.wrote.difference_update(consumers)
 
-    def is_moving(self, consumer: str, why: str) -> None:
-        """``consumer`` is listed here while nova holds its CPU and memory elsewhere."""
-        self.moving.add(consumer)
-        self.drift.pop(consumer, None)
-        self.statuses[consumer] = ConsumerStatus(consumer, State.MOVING, why)
+    # -- the audit: consumers gone, claimed, or not instances --------------------------
+
+    def claims_reported(self) -> None:
+        """Every claim not listed yet is *claimed, building* (with when it was claimed)."""
+        for consumer, when in sorted(self.claims.items()):
+            self._status(consumer, Reason.CLAIMED, f"at {when:.0f}")
+
+    def removal_due(self, consumer: str) -> bool:
+        """Whether this audit removes gone ``consumer``'s part here (changes nothing).
+
+        True for an allocation the agent wrote, and for another writer's that an
+        earlier audit already found gone (:meth:`removal_deferred`).
+        """
+        return consumer in self.wrote or consumer in self.deferred
+
+    def removal_deferred(self, consumer: str) -> None:
+        """Gone ``consumer``'s allocation is another writer's (nova's scheduler): its
+        removal waits for the next audit that still finds it gone (nova cleans up its
+        own on delete, confirm, revert and evacuation)."""
+        self.deferred.add(consumer)
+        self._status(consumer, Reason.GONE_DEFERRED)
+
+    def removal_failed(self, consumer: str) -> None:
+        """Removing gone ``consumer``'s part failed: tried again next audit."""
+        self._status(consumer, Reason.GONE_RETRY)
 
     def removal_confirmed(self, consumer: str) -> None:
         """Placement holds nothing of ``consumer`` here any more (or never did)."""
@@ -294,42 +273,19 @@ class ConsumerRecord:
         self.wrote.discard(consumer)
         self.deferred.discard(consumer)
 
-    def removal_due(self, consumer: str) -> bool:
-        """Whether this audit removes gone ``consumer``'s part here (``deferred``).
-
-        True for an allocation the agent wrote, and for another writer's
-        found gone by an earlier audit; otherwise it is deferred to the next.
-        """
-        if consumer in self.wrote or consumer in self.deferred:
-            return True
-        self.deferred.add(consumer)
-        return False
-
-    def drifted(self, consumer: str, line: str) -> bool:
-        """Note that ``consumer``'s allocation differs from the plan as ``line`` says.
-
-        Returns:
-            True when this drift is new (to be logged), False when it was
-            logged already.
-        """
-        new = self.drift.get(consumer) != line
-        self.drift[consumer] = line
-        return new
-
-    def in_step(self, consumer: str) -> None:
-        """``consumer``'s allocation matches the plan (no drift)."""
-        self.drift.pop(consumer, None)
-        self.moving.discard(consumer)
-
-    # -- consumers that are not instances ---------------------------------------------
-
     def first_seen_unknown(self, consumer: str, now: float) -> float:
         """When ``consumer`` was first seen here as not an instance (``now`` if just now)."""
         return self.unknown.setdefault(consumer, now)
 
-    def is_migration(self, consumer: str) -> None:
+    def found_migration(self, consumer: str) -> None:
         """``consumer`` is a migration record (typed ``MIGRATION``): never removed."""
         self.migrations.add(consumer)
+        self._status(consumer, Reason.MIGRATION)
+
+    def left_alone(self, consumer: str, why: str = "") -> None:
+        """``consumer`` is not an instance here and stays (``why``: the evidence keeping
+        it past ``remove_unknown_allocations_after``; empty: within it, or never removed)."""
+        self._status(consumer, Reason.KEPT if why else Reason.LEFT_ALONE, why)
 
     def settle(self, present: set[str], held: Iterable[str]) -> None:
         """After an audit: forget what is neither listed, claimed, gone nor held here.
@@ -348,50 +304,19 @@ class ConsumerRecord:
         self.wrote &= kept
         self.deferred &= self.gone
 
-    def status(self, consumer: str, state: State, why: str, drift: str = "") -> None:
-        """Note the state the audit derived for ``consumer`` (shown, counted)."""
-        self.statuses[consumer] = ConsumerStatus(consumer, state, why, drift)
+    def pool_parts(self, consumer: str, parts: ByProvider) -> None:
+        """``consumer``'s parts on providers outside the tree as read now (this host's
+        share of them, :func:`agent.tracker.evidence.this_hosts_share`); none: forgotten."""
+        if parts:
+            self.shared[consumer] = {rp: dict(a) for rp, a in parts.items()}
+        else:
+            self.shared.pop(consumer, None)
 
-    def state_counts(self) -> dict[str, int]:
-        """``{state: consumers}`` of the last audit, every state present (metrics)."""
-        counts = {str(s): 0 for s in State}
-        for status in self.statuses.values():
-            counts[str(status.state)] += 1
-        return counts
+    # -- private -----------------------------------------------------------------------
 
+    def _in_step(self, consumer: str) -> None:
+        self.drift.pop(consumer, None)
+        self.moving.discard(consumer)
 
-def _parse(doc: Mapping[str, Any] | None) -> ConsumerRecord:
-    """A stored record (:meth:`ConsumerRecord.from_json`)."""
-    cls = ConsumerRecord
-    if not doc:
-        return cls()
-    try:
-        generations = {str(rp): int(g) for rp, g in doc["generations"].items()}
-        consumer_gens = doc.get("consumer_generations", {})
-        return cls(
-            instances={str(c) for c in doc["instances"]},
-            claims={str(c): float(t) for c, t in doc.get("claims", {}).items()},
-            gone={str(c) for c in doc.get("gone", [])},
-            moving={str(c) for c in doc.get("moving", [])},
-            unknown={str(c): float(t) for c, t in doc["unknown"].items()},
-            held={
-                str(rp): ProviderAllocations(
-                    generations.get(rp),
-                    dict(clean_by_provider(consumers)),
-                    {str(c): g for c, g in consumer_gens.get(rp, {}).items()},
-                )
-                for rp, consumers in doc["held"].items()
-            },
-            shared={str(c): clean_by_provider(a) for c, a in doc.get("shared", {}).items()},
-            migrations={str(c) for c in doc.get("migrations", [])},
-            wrote={str(c) for c in doc.get("wrote", [])},
-            deferred={str(c) for c in doc.get("deferred", [])},
-            drift={str(c): str(d) for c, d in doc.get("drift", {}).items()},
-            statuses={
-                str(c): ConsumerStatus(str(c), State(s["state"]), str(s["why"]), s["drift"])
-                for c, s in doc.get("states", {}).items()
-            },
-        )
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        LOG.warning("allocation audit state is unusable (%s); reading it from Placement", exc)
-        return cls()
+    def _status(self, consumer: str, reason: Reason, detail: str = "", drift: str = "") -> None:
+        self.statuses[consumer] = ConsumerStatus.of(consumer, reason, detail, drift)

@@ -27,10 +27,12 @@ cycle never interleave on one node. What a cycle did is a
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Mapping
 
 from oslo_config import cfg
 
@@ -43,6 +45,7 @@ from agent.shape.policy import policy_from_conf
 from agent.state.store import StateStore
 from agent.tracker import audit_read
 from agent.tracker.audit import AllocationAudit
+from agent.tracker.audit_decision import Listing
 from agent.tracker.audit_result import AuditDraft, AuditRules, BulkWrites
 from agent.tracker.claims import InstanceClaims
 from agent.tracker.new_allocations import NewAllocations, Pending
@@ -50,7 +53,6 @@ from agent.tracker.node_view import NodeViews
 from agent.tracker.outcome import CycleOutcome, NodeOutcome
 from agent.tracker.sharing import SharingProviders
 from agent.tracker.targeted import EventBatch, TargetedOutcome, TargetedUpdates
-from agent.tracker.vouch import AllocationVouch
 from drivers.base import ComputeDriver
 from drivers.events import DriverEvent, InstanceDestroyed, InstanceSpawning
 from drivers.records import Instance
@@ -157,54 +159,64 @@ class ResourceTracker:
         self.nodes.map(lambda p: p.complete(p.bulk), gather.close())
 
     def _update_node(self, nodename: str, startup: bool, gather: NewAllocations) -> NodeOutcome:
-        """Sync one node and begin its audit; its new consumers go to ``gather``.
+        """Run :meth:`_node_sync` up to its writes in bulk, which ``gather`` sends with
+        other nodes' (:mod:`agent.tracker.new_allocations`) and then resumes it with.
 
-        The node's lock is taken here and released when its audit is
-        finished (:meth:`_finish_node`), maybe by another thread once the
-        batches carrying its new consumers are answered
-        (:mod:`agent.tracker.new_allocations`).
+        Raises:
+            ReshapeNeeded, ReshapeFailed: as :meth:`update_available_resource`.
         """
         node = NodeOutcome(nodename)
-        lock = self._lock(nodename)
-        lock.acquire()
-        try:
-            draft = self._sync_node(nodename, startup, node)
-        except BaseException as exc:
-            lock.release()
-            if isinstance(exc, (ReshapeNeeded, ReshapeFailed)) or not isinstance(exc, Exception):
-                raise
-            _failed(node, exc)  # one node's failure must not stop the others
-            return node
-        gather.add(
-            Pending(nodename, draft.new, lambda bulk: self._finish_node(node, draft, bulk, lock))
-        )
+        steps = self._node_sync(nodename, startup, node)
+        new = next(steps, None)
+        if new is not None:
+            gather.add(Pending(nodename, new, lambda bulk: _resume(steps, bulk)))
         gather.drain()
         return node
 
-    def _finish_node(
-        self, node: NodeOutcome, draft: AuditDraft, bulk: BulkWrites, lock: threading.Lock
-    ) -> None:
-        """End the node's audit with what became of its new consumers; release its lock."""
-        try:
-            audit = self.audit.finish(draft, bulk)
-            node.allocations_written = audit.written
-            node.allocations_removed = audit.removed
-            node.unknown_consumers = audit.unknown
-            node.moving = audit.moving
-            node.drift = audit.drift
-            node.consumers = [s.to_json() for s in audit.statuses]
-            node.problems.extend(audit.errors)
-        except Exception as exc:  # one node's failure must not stop the others
-            _failed(node, exc)
-        finally:
-            lock.release()
+    def _node_sync(
+        self, nodename: str, startup: bool, node: NodeOutcome
+    ) -> Generator[Mapping[str, ConsumerAllocations], BulkWrites, None]:
+        """One node's sync, top to bottom, under the node's lock.
+
+        The tree read, laid out and written, the audit begun
+        (:meth:`_sync_node`); its new consumers yielded, to be written with
+        other nodes' (100 per ``POST /allocations``); resumed with what became
+        of them, the audit finished (:meth:`AllocationAudit.finish`). The lock
+        is released at the end, maybe by the thread of another node that
+        resumed it once the batch carrying its consumers was answered.
+
+        Yields:
+            ``{consumer: allocations}`` to write in bulk (once, possibly empty).
+
+        Raises:
+            ReshapeNeeded, ReshapeFailed: as :meth:`update_available_resource`.
+        """
+        with self._lock(nodename):
+            try:
+                draft = self._sync_node(nodename, startup, node)
+                bulk = yield draft.decision.bulk
+                audit = self.audit.finish(draft, bulk)
+            except (ReshapeNeeded, ReshapeFailed):
+                raise
+            except Exception as exc:  # one node's failure must not stop the others
+                _failed(node, exc)
+                return
+        node.allocations_written = audit.written
+        node.allocations_removed = audit.removed
+        node.unknown_consumers = audit.unknown
+        node.moving = audit.moving
+        node.drift = audit.drift
+        node.consumers = [s.to_json() for s in audit.statuses]
+        node.problems.extend(audit.errors)
 
     def _sync_node(self, nodename: str, startup: bool, node: NodeOutcome) -> AuditDraft:
         """The node's tree written and its audit begun (:meth:`AllocationAudit.begin`)."""
         # One tree read and one discovery, also for a start-up reshape.
-        # A moved generation that the node's allocations explain keeps the details.
-        vouch = AllocationVouch(self.report, lambda: self.audit.record(nodename))
-        look = self.views.look(nodename, startup=startup, vouch=vouch)
+        # A moved generation that the node's allocations explain keeps the details; the
+        # audit then takes what the vouch read (each fact read once per cycle).
+        record = functools.cache(lambda: self.audit.record(nodename))
+        reads = self.report.allocation_reads(lambda: audit_read.known(record()))
+        look = self.views.look(nodename, startup=startup, vouch=reads)
         tree = look.tree
         node.retained = sorted(tree.data(u).name for u in look.keep)
         node.sync = self.report.update_from_provider_tree(tree)
@@ -221,7 +233,8 @@ class ResourceTracker:
             look.sharing,
             node.sync.new,
             tree=tree.get_provider_uuids(),
-            earlier=vouch,
+            reads=reads,
+            record=record(),
         )
         view.produces = look.produces
         listed = self.adapter.list_instances(nodename)
@@ -230,7 +243,10 @@ class ResourceTracker:
         unreadable = self.adapter.unreadable_instances(nodename)
         present = {i.uuid for i in listed} | unreadable
         owners = {i.uuid: (i.project_id, i.user_id) for i in listed}
-        return self.audit.begin(view, expected, present, look.keep, owners, unreadable)
+        listing = Listing(
+            expected, frozenset(present), frozenset(look.keep), owners, frozenset(unreadable)
+        )
+        return self.audit.begin(view, listing)
 
     # -- claims --------------------------------------------------------------------
 
@@ -332,6 +348,13 @@ class ResourceTracker:
                 line = f"node {nodename}: targeted update failed: {type(exc).__name__}: {exc}"
                 LOG.error("%s", line)
                 outcome.errors.append(line)
+
+
+def _resume(steps: Generator[object, BulkWrites, None], bulk: BulkWrites) -> None:
+    """Give a node's :meth:`ResourceTracker._node_sync` what became of its new consumers
+    and run it to its end (it catches its own failures)."""
+    with contextlib.suppress(StopIteration):
+        steps.send(bulk)
 
 
 def _failed(node: NodeOutcome, exc: Exception) -> None:

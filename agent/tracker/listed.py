@@ -15,15 +15,16 @@ nothing is written. The targeted updates of events use the same rules
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from agent.model.allocations import ByProvider, ConsumerAllocations, merge_ours
 from agent.placement.errors import PlacementError
 from agent.placement.report import ReportClient
 from agent.tracker import evidence
+from agent.tracker.audit_decision import Alone, without_kept
 from agent.tracker.audit_read import AuditView
-from agent.tracker.audit_result import AuditDraft, AuditResult, AuditRules, BulkWrites, failed
-from agent.tracker.consumer_record import ConsumerRecord, State
+from agent.tracker.audit_result import AuditDraft, AuditResult, BulkWrites, failed
+from agent.tracker.consumer_record import ConsumerRecord
 from agent.tracker.removal import ours_of
 
 LOG = logging.getLogger(__name__)
@@ -34,170 +35,40 @@ class ListedInstances:
 
     Args:
         report: the Placement façade.
-        rules: the operator's choices.
-        checkpoint: saves a view's record when it changed (after each batch of writes).
     """
 
     def __init__(
         self,
         report: ReportClient,
-        rules: AuditRules,
-        checkpoint: Callable[[AuditView], None],
     ) -> None:
         self.report = report
-        self.rules = rules
-        self.checkpoint = checkpoint
-
-    def decide(self, draft: AuditDraft) -> None:
-        """Listed instances: in step, drift (written alone when that is the rule), moving.
-
-        Fills ``draft.new`` with those holding nothing here (to write in bulk,
-        kept providers left out) and ``draft.one_by_one`` with those last seen
-        moving (read alone: still moving?); :meth:`apply` ends it.
-        """
-        view = draft.view
-        record, held = view.record, view.held
-        new: dict[str, ConsumerAllocations] = {}
-        one_by_one: list[str] = []
-        for consumer in sorted(draft.present - draft.unreadable):
-            want = draft.expected.get(consumer)
-            if held.get(consumer) or consumer in record.shared:
-                draft.touched |= self._here(
-                    view, consumer, want, held.get(consumer, {}), draft.keep, draft.result
-                )
-            elif want is None or not want.allocations:
-                record.in_step(consumer)
-                record.status(consumer, State.HERE, "listed; uses nothing here")
-            elif consumer in record.moving:
-                one_by_one.append(consumer)
-            else:
-                new[consumer] = want
-        moves = self.pending_moves(
-            view, draft.present, {**new, **{c: draft.expected[c] for c in one_by_one}}
-        )
-        for consumer, why in moves.items():
-            new.pop(consumer, None)
-            if consumer in one_by_one:
-                one_by_one.remove(consumer)
-            if consumer not in record.moving:
-                LOG.info("instance %s: moving; nothing written (%s)", consumer, why)
-            record.is_moving(consumer, why)
-            draft.result.moving.append(consumer)
-        draft.new = _without_kept(new, draft.keep)
-        draft.one_by_one = one_by_one
 
     def apply(self, draft: AuditDraft, bulk: BulkWrites) -> None:
-        """Record what the bulk writes did, then read and write alone the refused and the
-        once moving (:meth:`settle_one`); the record is saved after each step.
+        """Record what the bulk writes did, then read and write alone the instances the
+        decision names and the refused (:meth:`settle_one`); the record is saved after
+        each step.
 
         Raises:
             Exception: ``bulk.error``, after the written batches are recorded
                 (the node's audit stops there, as when its own write failed).
         """
-        view = draft.view
-        self.record_batches(view, draft.new, bulk.written, draft.result, draft.touched)
+        view, decision = draft.view, draft.decision
+        self.record_batches(view, decision.bulk, bulk.written, draft.result, draft.touched)
         if bulk.error is not None:
             raise bulk.error
-        for consumer in draft.one_by_one + sorted(bulk.refused):
-            want = draft.expected[consumer]
-            draft.touched |= self.settle_one(view, consumer, want, draft.keep, draft.result)
-        self.checkpoint(view)
-
-    def pending_moves(
-        self,
-        view: AuditView,
-        present: set[str],
-        missing: Mapping[str, ConsumerAllocations],
-    ) -> dict[str, str]:
-        """Instances holding nothing here whose share here nova holds on a migration record.
-
-        Between the conductor's ``replace_allocation_with_migration`` and the
-        scheduler's claim on the destination (and when a destination fails
-        its checks), the instance's consumer holds nothing anywhere while a
-        consumer without type, of the instance's project and user, holds
-        exactly its share here: healing it would make nova's claim merge
-        the source share into the destination's (``claim_resources``). A
-        record matches what the instance held here at the last audit, or its
-        plan, compared on the classes the planner produces (one booted and
-        moved between two audits holds a flavor's ``resources:CUSTOM_*`` the
-        plan lacks: nova's, kept as held, :func:`agent.tracker.evidence.planned_part`;
-        issue 33, case 3), and one record explains one instance, by evidence
-        (:func:`agent.tracker.evidence.assign_records`) among the records
-        whose type and owner say they may be its own
-        (:func:`agent.tracker.evidence.holds_its_share`). One ``GET
-        /allocations/{consumer}`` per consumer whose amounts here match.
-
-        Returns:
-            ``{instance: why}`` for those found (they are *moving*).
-        """
-        others = {
-            c: parts
-            for c, parts in view.held.items()
-            if c not in present and c not in view.record.claims
-        }
-        before = view.before
-        contenders: dict[str, list[str]] = {}
-        for consumer, want in missing.items():
-            shares = [want.on(view.owned), before.get(consumer)]
-            # Last seen moving: the records it may be are those unchanged since then.
-            was_moving = consumer in view.record.moving
-            contenders[consumer] = sorted(
-                c
-                for c, parts in others.items()
-                if parts in shares
-                or evidence.planned_part(parts, view.owned, view.produces) == shares[0]
-                or (was_moving and before.get(c) == parts)
+        alone = [*decision.alone.items(), *((c, None) for c in sorted(bulk.refused))]
+        for consumer, why in alone:
+            want = draft.listing.expected[consumer]
+            draft.touched |= self.settle_one(
+                view,
+                consumer,
+                want,
+                draft.listing.keep,
+                draft.result,
+                rewrite=why is Alone.REWRITE,
+                add=why is Alone.ADD,
             )
-        owners: dict[str, ConsumerAllocations] = {}
-        for consumer, records in contenders.items():
-            for other in records:
-                if other not in owners:
-                    owners[other] = self.report.get_allocations(other)
-            # Type and owner first: a new instance's claim of the same amounts (typed, or
-            # another owner's) is no record, and must not win one by sorting first.
-            contenders[consumer] = [
-                r for r in records if evidence.holds_its_share(owners[r], missing[consumer], r)
-            ]
-        assigned = evidence.assign_records(contenders, view.record.moving, before)
-        return {
-            consumer: evidence.holds_its_share(owners[other], missing[consumer], other)
-            for consumer, other in assigned.items()
-        }
-
-    def _here(
-        self,
-        view: AuditView,
-        consumer: str,
-        want: ConsumerAllocations | None,
-        have: ByProvider,
-        keep: set[str] | frozenset[str],
-        result: AuditResult,
-    ) -> set[str]:
-        """An instance that holds something here: in step, or drift (module docstring)."""
-        record = view.record
-        want = want or ConsumerAllocations()
-        managed = view.owned - set(keep)
-        want_here = {**want.on(managed), **want.without(view.owned)}
-        have_here = {rp: a for rp, a in have.items() if rp in managed}
-        have_here.update(record.shared.get(consumer, {}))
-        have_here = evidence.planned_part(have_here, view.owned, view.produces)
-        want_here = evidence.on_held_pools(want_here, have_here, view.tree)
-        line = evidence.drift_line(want_here, have_here)
-        if not line:
-            record.in_step(consumer)
-            record.status(consumer, State.HERE, "listed; Placement holds its plan")
-            return set()
-        if evidence.only_missing(want_here, have_here):
-            # Parts of the plan it holds nothing of (a device's, the sharing
-            # provider's): added, nothing it holds is changed.
-            return self.settle_one(view, consumer, want, keep, result, rewrite=False, add=True)
-        if not self.rules.rewrite_drift:
-            if record.drifted(consumer, line):
-                LOG.warning("instance %s: allocation differs from the plan: %s", consumer, line)
-            result.drift.append(consumer)
-            record.status(consumer, State.HERE, "listed; allocation differs (drift)", line)
-            return set()
-        return self.settle_one(view, consumer, want, keep, result, rewrite=True)
+        view.save()
 
     def settle_one(
         self,
@@ -242,28 +113,23 @@ class ListedInstances:
             failed(f"instance {consumer}: allocation not written", exc, result)
             return set()
         if decided and decided[0]:
-            self._moving(record, consumer, decided[0], result)
+            self.moving(record, consumer, decided[0], result)
             return set()
         if not wrote or not sent:
-            record.in_step(consumer)
-            record.holds_on_pools(consumer, placed[0])
-            record.status(consumer, State.HERE, "listed; Placement already holds it here")
+            record.already_held(consumer, placed[0])
             return set()
         record.written(consumer, placed[0])
-        record.in_step(consumer)
-        record.status(consumer, State.HERE, "listed; allocation written")
         result.written.append(consumer)
         view.own.put(consumer, sent[0].allocations)
         LOG.info("instance %s: allocation written (%s)", consumer, want.on(view.owned))
-        self.checkpoint(view)
+        view.save()
         return set(want.providers) | set(view.held.get(consumer, {}))
 
     @staticmethod
-    def _moving(record: ConsumerRecord, consumer: str, why: str, result: AuditResult) -> None:
+    def moving(record: ConsumerRecord, consumer: str, why: str, result: AuditResult) -> None:
         """``consumer`` is found *moving* (logged when it was not already)."""
-        if consumer not in record.moving:
+        if record.found_moving(consumer, why):
             LOG.info("instance %s: moving; nothing written (%s)", consumer, why)
-        record.is_moving(consumer, why)
         result.moving.append(consumer)
 
     def write_missing(
@@ -282,7 +148,7 @@ class ListedInstances:
         """
         if not new:
             return []
-        wanted = _without_kept(new, keep)
+        wanted = without_kept(new, keep)
         batches, refused = self.report.write_new_allocations(wanted)
         self.record_batches(view, wanted, batches, result, touched)
         return sorted(refused)
@@ -301,27 +167,18 @@ class ListedInstances:
             wanted: ``{consumer: what was written}``.
             batches: this node's consumers of each ``POST /allocations``
                 answered with success (one list per request: each moved the
-                generation of each of its providers by one, :mod:`agent.tracker.own_writes`).
+                generation of each of its providers by one, :mod:`agent.placement.own_writes`).
             touched: gets the providers written on.
         """
         for batch in batches:
             view.own.posted({c: wanted[c].allocations for c in batch})
             for consumer in batch:
                 want = wanted[consumer]
-                view.record.written(consumer, want.without(view.owned))
-                view.record.status(consumer, State.HERE, "listed; missing allocation written")
+                view.record.written(consumer, want.without(view.owned), bulk=True)
                 result.written.append(consumer)
                 touched |= want.providers
             LOG.info("%d instance(s): allocations written together", len(batch))
-            self.checkpoint(view)
-
-
-def _without_kept(
-    new: Mapping[str, ConsumerAllocations], keep: Iterable[str]
-) -> dict[str, ConsumerAllocations]:
-    """What to write of each new consumer: nothing on providers kept as they are."""
-    kept = set(keep)
-    return {c: w.with_allocations(w.on(w.providers - kept)) for c, w in new.items()}
+            view.save()
 
 
 def _on_held_pools(

@@ -7,9 +7,9 @@ thousand nodes with one new instance each cost a thousand requests; gathered
 across the nodes of one cycle they cost ten (issue 28). "Plan, then
 execute", as neutron's placement report (``placement_report.py``,
 ``deferred_sync``) does: each node's audit decides
-(:meth:`AllocationAudit.begin`), the cycle writes every node's new consumers
+(:meth:`~agent.tracker.audit.AllocationAudit.begin`), the cycle writes every node's new consumers
 together, then each node's audit applies what became of its own
-(:meth:`AllocationAudit.finish`).
+(:meth:`~agent.tracker.audit.AllocationAudit.finish`).
 
 What each node keeps, as when it wrote alone:
 
@@ -28,10 +28,10 @@ What each node keeps, as when it wrote alone:
   consumers in it that were not written (the node's outcome carries the
   error, as when the audit raised); nodes whose batches were written are not
   failed, and a node with consumers in both records those written.
-- *own writes* (:mod:`agent.tracker.own_writes`): a batch names each node's
+- *own writes* (:mod:`agent.placement.own_writes`): a batch names each node's
   providers in that node's consumers only, so each node counts its own part
   of each request once, and the next listing proves them as before.
-- *its lock* (:meth:`ResourceTracker._lock`: claims and targeted updates
+- *its lock* (:meth:`~agent.tracker.cycle.ResourceTracker._lock`: claims and targeted updates
   take it and save the same record) is held from the audit's start until
   its results are applied.
 
@@ -72,7 +72,8 @@ class Pending:
 
     Attributes:
         nodename: the compute node.
-        new: ``{consumer: allocations to write}`` (:attr:`AuditDraft.new`).
+        new: ``{consumer: allocations to write}``
+            (:attr:`~agent.tracker.audit_decision.AuditDecision.bulk`).
         complete: called once with ``bulk`` when every consumer of ``new``
             is answered (applies it, finishes the audit, releases the
             node's lock); must not raise.

@@ -133,7 +133,7 @@ class NodeViews:
             retain: keep gone hardware still in use (False for a claim,
                 which writes no tree).
             vouch: asked about providers whose generation moved before their
-                details are read (:mod:`agent.tracker.vouch`).
+                details are read (:mod:`agent.placement.allocation_reads`).
 
         Raises:
             ReshapeNeeded: the tree must change shape outside start-up.

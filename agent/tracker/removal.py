@@ -13,15 +13,14 @@ record typed ``MIGRATION`` is never touched
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 
 from agent.model.allocations import ConsumerAllocations
 from agent.placement.errors import PlacementError
 from agent.placement.report import ReportClient
 from agent.tracker import evidence
 from agent.tracker.audit_read import AuditView
-from agent.tracker.audit_result import AuditResult, AuditRules, failed
-from agent.tracker.consumer_record import State
+from agent.tracker.audit_result import AuditResult, failed
 
 LOG = logging.getLogger(__name__)
 
@@ -51,48 +50,31 @@ class Removals:
 
     Args:
         report: the Placement façade.
-        rules: the operator's choices.
         clock: seconds since the epoch.
-        checkpoint: saves a view's record when it changed (after each removal).
     """
 
     def __init__(
         self,
         report: ReportClient,
-        rules: AuditRules,
         clock: Callable[[], float],
-        checkpoint: Callable[[AuditView], None],
     ) -> None:
         self.report = report
-        self.rules = rules
         self.clock = clock
-        self.checkpoint = checkpoint
 
     def remove_gone(
-        self, view: AuditView, result: AuditResult, only: Iterable[str] | None = None
+        self, view: AuditView, consumers: Iterable[str], result: AuditResult
     ) -> set[str]:
-        """Remove this host's part of gone instances; each stays *gone* until confirmed.
-
-        Args:
-            only: these gone instances, each asked of Placement (a targeted
-                update); None: every gone instance, those that the cycle's
-                read shows holding nothing here confirmed without a request.
+        """Remove this host's share of the gone ``consumers`` (decided:
+        :class:`~agent.tracker.audit_decision.AuditDecision`); each stays *gone*
+        until Placement confirms it, a failure is tried again next audit.
 
         Returns:
             The providers touched.
         """
         record = view.record
         touched: set[str] = set()
-        ask = set(only) if only is not None else set()
-        for consumer in sorted(record.gone if only is None else ask & record.gone):
+        for consumer in consumers:
             here = view.held.get(consumer, {})
-            if not here and consumer not in record.shared and consumer not in ask:
-                record.removal_confirmed(consumer)
-                continue
-            if not record.removal_due(consumer):
-                why = "no longer listed; nova wrote it: removed next audit unless nova does first"
-                record.status(consumer, State.GONE, why)
-                continue
             share: set[str] = set()
             try:
                 removed = self.report.remove_allocations_from(
@@ -100,13 +82,12 @@ class Removals:
                 )
             except PlacementError as exc:
                 failed(f"consumer {consumer}: allocations not removed", exc, result)
-                record.status(consumer, State.GONE, "no longer listed; removal to be retried")
+                record.removal_failed(consumer)
                 continue
             view.own.removed(consumer, share)
             if not removed and here:
                 # Still held here, yet nothing was removed: a migration record.
-                record.is_migration(consumer)
-                record.status(consumer, State.FOREIGN, "typed MIGRATION: nova gives it back")
+                record.found_migration(consumer)
                 result.unknown.append(consumer)
                 continue
             record.removal_confirmed(consumer)
@@ -114,53 +95,55 @@ class Removals:
                 result.removed.append(consumer)
                 LOG.info("instance %s: gone; its allocations on this host removed", consumer)
             touched |= set(here)
-            self.checkpoint(view)
+            view.save()
         return touched
 
-    def remove_foreign(
+    def remove_unknown(
         self,
         view: AuditView,
-        present: set[str],
-        owners: Mapping[str, evidence.Owner],
+        consumers: Iterable[str],
+        guard: tuple[set[evidence.Owner], bool],
         result: AuditResult,
     ) -> set[str]:
-        """Consumers here that are not instances: left alone, or removed after the grace."""
+        """Remove consumers here that are not instances, past the grace (decided), unless
+        the evidence read with each keeps it (:func:`agent.tracker.evidence.keep_unknown`).
+
+        Args:
+            guard: :func:`agent.tracker.evidence.migration_guard` of the listing.
+
+        Returns:
+            The providers touched.
+        """
         record = view.record
-        now = self.clock()
-        protected, all_kept = evidence.migration_guard(owners, record.moving & present)
+        protected, all_kept = guard
         touched: set[str] = set()
-        for consumer in sorted(set(view.held) - present - set(record.claims) - record.gone):
-            first = record.first_seen_unknown(consumer, now)
-            grace = self.rules.remove_unknown_after
-            if consumer in record.migrations or not grace or now - first < grace:
-                result.unknown.append(consumer)
-                record.status(consumer, State.FOREIGN, "not an instance of this host: left alone")
-                continue
+        for consumer in consumers:
             why: list[str] = []
 
-            def guard(held: ConsumerAllocations, why: list[str] = why) -> bool:
+            def keep(held: ConsumerAllocations, why: list[str] = why) -> bool:
                 why[:] = [evidence.keep_unknown(held, protected, all_kept)]
                 return bool(why[0])
 
             ours: set[str] = set()
             try:
                 removed = self.report.remove_allocations_from(
-                    consumer, share_of(view, consumer, ours), guard
+                    consumer, share_of(view, consumer, ours), keep
                 )
             except PlacementError as exc:
                 failed(f"consumer {consumer}: allocations not removed", exc, result)
                 continue
             if not removed:
                 result.unknown.append(consumer)
-                record.status(consumer, State.FOREIGN, f"kept: {why[0] if why else 'nothing'}")
+                record.left_alone(consumer, why[0] if why else "")
                 continue
             view.own.removed(consumer, ours)
+            first = record.first_seen_unknown(consumer, self.clock())
             record.removal_confirmed(consumer)
             result.removed.append(consumer)
             LOG.info(
                 "consumer %s: not an instance of this host for %d s; its allocations here removed",
                 consumer,
-                int(now - first),
+                int(self.clock() - first),
             )
             touched |= set(view.held.get(consumer, {}))
         return touched

@@ -31,11 +31,10 @@ import logging
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from agent.model.allocations import ConsumerAllocations, ProviderAllocations
+from agent.model.allocations import ConsumerAllocations
 from agent.placement.report import ReportClient
 from agent.placement.writer import SyncResult
 from agent.tracker.audit import AllocationAudit
-from agent.tracker.audit_result import AuditResult
 from agent.tracker.consumer_record import ConsumerRecord
 from agent.tracker.node_view import NodeView, NodeViews
 from drivers.records import Instance
@@ -128,44 +127,12 @@ class TargetedUpdates:
             PlacementUnavailable: Placement cannot be reached.
         """
         look = self.views.cached(nodename)
-        owned = look.owned
         found, unreadable = self.views.adapter.read_instances(nodename, uuids)
-        view = self.audit.view(nodename, owned, look.tree.get_provider_uuids())
+        view = self.audit.view(nodename, look.owned, look.tree.get_provider_uuids())
         view.produces = look.produces
-        record = view.record
-        vanished = sorted(u for u in set(uuids) - set(found) - unreadable if record.known(u))
-        for uuid in found:
-            record.seen(uuid)
-        for uuid in vanished:
-            record.vanished(uuid)
-        self.audit.checkpoint(view)  # recorded before any write
-        keep = look.keep
-        # What the record held before this batch's plans are remembered in it: an
-        # instance holding nothing here is written with the others, in one POST.
-        held = record.by_consumer(owned)
-        plans = _plans(look, record, found)
-        new = {u: p for u, p in plans.items() if not held.get(u) and u not in record.moving}
-        result = AuditResult()
-        for uuid, why in self.audit.listed.pending_moves(view, set(found), new).items():
-            del new[uuid], plans[uuid]
-            record.is_moving(uuid, why)
-        touched: set[str] = set()
-        try:
-            refused = self.audit.listed.write_missing(view, new, keep, result, touched)
-        except Exception as exc:  # Placement refused otherwise than with a 4xx
-            for uuid in new:
-                _failed(uuid, exc, outcome)
-            refused = []
-        for uuid in sorted(set(plans) - set(new)) + refused:
-            self.audit.listed.settle_one(
-                view, uuid, plans[uuid], keep, result, rewrite=self.audit.rules.rewrite_drift
-            )
-        self.audit.removals.remove_gone(view, result, only=vanished)
-        for uuid in result.written:
-            _remember(record, uuid, plans[uuid].on(owned), owned)
-        for uuid in result.removed:
-            _remember(record, uuid, {}, owned)
-        self.audit.checkpoint(view)
+        vanished = {u for u in set(uuids) - set(found) - unreadable if view.record.known(u)}
+        plans = _plans(look, view.record, found)
+        result = self.audit.instances(view, set(found), vanished, plans, look.keep)
         outcome.written.extend(result.written)
         outcome.removed.extend(result.removed)
         outcome.errors.extend(result.errors)
@@ -187,33 +154,5 @@ def _plans(
         if plan is not None:
             plans[uuid] = plan
             if not held.get(uuid):
-                _remember(record, uuid, plan.on(look.owned), look.owned)
+                record.held.planned_here(uuid, plan.on(look.owned), look.owned)
     return plans
-
-
-def _remember(
-    record: ConsumerRecord, uuid: str, held: Mapping[str, Mapping[str, int]], owned: set[str]
-) -> None:
-    """Write ``uuid``'s new part into the audit's record of each provider, to be read again.
-
-    The next planning sees the instance where it now is; the generation is
-    dropped so that the next cycle reads those providers from Placement.
-    """
-    for rp in owned:
-        known = record.held.get(rp)
-        if known is None and rp not in held:
-            continue
-        consumers = dict(known.consumers) if known is not None else {}
-        if rp in held:
-            consumers[uuid] = dict(held[rp])
-        elif uuid not in consumers:
-            continue
-        else:
-            del consumers[uuid]
-        record.held[rp] = ProviderAllocations(None, consumers)
-
-
-def _failed(uuid: str, exc: Exception, outcome: TargetedOutcome) -> None:
-    line = f"instance {uuid}: targeted update failed: {type(exc).__name__}: {exc}"
-    LOG.error("%s", line)
-    outcome.errors.append(line)

@@ -15,6 +15,7 @@ import pytest
 from tests.helpers.paths import REPO
 
 SMALLEST = {
+    "claims.py": ["--providers", "20", "--claims", "3"],
     "cold_sync.py": ["--providers", "5", "--consumers", "20"],
     "fleet.py": ["--sizes", "2", "--interval", "1", "--seconds", "2"],
     "many_nodes.py": ["--nodes", "2", "3"],  # two sizes share the in-process Placement

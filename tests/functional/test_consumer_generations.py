@@ -86,6 +86,6 @@ def test_a_new_consumer_of_another_writer_costs_one_read(setup):
     assert counts[PROVIDER_READS] == steady[PROVIDER_READS] == 2
     assert counts[CONSUMER_READS] == 1
     # the cell's generation moved by the claim alone: its inventories, traits and
-    # aggregates are kept (agent.tracker.vouch); the unchanged cycle + 1
+    # aggregates are kept (agent.placement.allocation_reads); the unchanged cycle + 1
     assert sum(counts.values()) == sum(steady.values()) + 1
     assert http_get(s.base, f"/allocations/{other}")["allocations"]  # not ours: left alone

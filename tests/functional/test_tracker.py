@@ -84,7 +84,7 @@ def test_the_cycle_after_the_agents_own_writes_costs_the_steady_requests(setup):
     """Issue #16 item 5: no provider re-read after the start-up's own allocation writes.
 
     The start-up's one listing after its writes proves the generations moved
-    only by the agent (agent.tracker.own_writes), so the very next cycle
+    only by the agent (agent.placement.own_writes), so the very next cycle
     already costs the steady 1 listing + the two NUMA cells' allocations.
     """
     s = setup

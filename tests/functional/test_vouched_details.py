@@ -4,11 +4,12 @@ nova's scheduler claims on a NUMA cell (or the compute node) at every boot,
 which moves the provider's generation. The audit reads that provider's
 allocations anyway; when the consumers new or changed there account for the
 whole move, the mirror keeps the provider's inventories, traits and
-aggregates (:mod:`agent.tracker.vouch`, issue 28: the cycle costs the
-unchanged cycle plus one read per changed consumer). Everything else must
+aggregates (:mod:`agent.placement.allocation_reads`, issue 28: the cycle costs
+the unchanged cycle plus one read per changed consumer). Everything else must
 still be seen: a move the allocations do not explain is read at once, and a
-vouch never stands in for a read before a write, after
-``resource_provider_association_refresh`` seconds, or after a restart.
+vouch never stands in for a read before a write, or after
+``resource_provider_association_refresh`` seconds (a restart does not reset
+that age, issue 33).
 
 Real Placement (in-process); the one case the rule cannot see (a request
 placing two consumers on the cell hides an operator's trait written in the
@@ -124,7 +125,7 @@ def test_a_claim_and_an_operators_trait_are_both_seen(setup):
 def masked(s: Setup) -> tuple[str, str]:
     """Two consumers in one request and an operator's trait: two moves, two consumers.
 
-    The rule's blind spot (module docstring of agent.tracker.vouch): the trait is not
+    The rule's blind spot (module docstring of agent.placement.allocation_reads): the trait is not
     seen by this cycle.
     """
     name = f"{s.nodename}_NUMA0"
@@ -184,22 +185,43 @@ def test_no_refresh_on_time_alone_with_zero(tmp_path, embedded):
     assert TRAIT not in mirrored(s, name)
 
 
-def test_a_restarted_agent_reads_what_was_only_vouched_for(setup, tmp_path, embedded):
+def test_a_restart_keeps_a_vouch_and_its_age(setup, tmp_path, embedded):
+    """Issue 33: a restart with the state kept read every vouched provider's details again
+    (33 requests after nova's 10 claims); the state directory now keeps each vouch with the
+    wall-clock time it began, so the restarted agent reads nothing more, and reads the
+    details when the vouch is ``resource_provider_association_refresh`` seconds old, counted
+    from before the restart (here 250 s of it had passed)."""
     s = setup
-    name, _ = masked(s)
+    name, cell = masked(s)
+    records = s.state.seen_providers(s.nodename)
+    (vouched,) = [r for r in records if r["uuid"] == cell]
+    vouched["vouched"]["since"] -= 250.0
+    s.state.set_seen_providers(s.nodename, records)
     report = ReportClient(embedded.client(), StateStore(tmp_path / "state"))
+    now = [0.0]
+    report.mirror.vouched.clock = lambda: now[0]
     tracker = ResourceTracker(s.conf, s.driver, report, report.state)
-    before = Counter(report.client.counts)
-    assert tracker.update_available_resource(False).ok
-    counts = Counter(report.client.counts)
-    counts.subtract(before)
-    assert details_read(+counts) >= 3
+
+    def restarted_cycle() -> Counter:
+        before = Counter(report.client.counts)
+        assert tracker.update_available_resource(False).ok
+        counts = Counter(report.client.counts)
+        counts.subtract(before)
+        return +counts
+
+    assert details_read(restarted_cycle()) == 0
+    assert cell in report.mirror.vouched
+    assert TRAIT not in report.mirror.tree(s.nodename).data(name).traits
+    now[0] = 49.0
+    assert details_read(restarted_cycle()) == 0
+    now[0] = 50.0
+    assert details_read(restarted_cycle()) == 3
     assert TRAIT in report.mirror.tree(s.nodename).data(name).traits
 
 
 def test_the_agents_own_write_and_a_claim_in_one_interval(setup):
-    """The agent's own allocation write is counted exactly (own_writes); a claim on top is
-    vouched for: no details read either way."""
+    """The agent's own allocation write is counted exactly (agent.placement.own_writes); a
+    claim on top is vouched for: no details read either way."""
     s = setup
     s.host.add(
         "instances",

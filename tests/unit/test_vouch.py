@@ -3,13 +3,13 @@
 Placement moves a provider's generation once per allocation write request
 that leaves allocations on it, and once per inventory, trait or aggregate
 write (placement's ``_set_allocations`` and ``resource_provider.py``); a
-``DELETE /allocations/{consumer}`` moves nothing (agent.tracker.vouch).
+``DELETE /allocations/{consumer}`` moves nothing (agent.placement.allocation_reads).
 """
 
 from __future__ import annotations
 
 from agent.model.allocations import ProviderAllocations
-from agent.tracker.vouch import explains
+from agent.placement.allocation_reads import explains
 
 A = {"VCPU": 2, "MEMORY_MB": 2048}
 B = {"VCPU": 1, "MEMORY_MB": 512}

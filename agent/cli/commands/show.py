@@ -21,7 +21,7 @@ from agent.placement.yields import settle
 from agent.service.exit_codes import EXIT_DRIFT, EXIT_OK
 from agent.shape.adapter import DriverAdapter, adapt
 from agent.state.store import StateStore
-from agent.tracker.consumer_record import ConsumerRecord
+from agent.tracker import record_json
 from drivers import load_driver
 
 NAME = "show"
@@ -97,7 +97,7 @@ def consumer_states(state: StateStore, nodename: str) -> list[dict[str, str]]:
     ``[{"consumer", "state", "why", "drift"}]`` sorted by consumer; empty when
     no cycle has audited the node yet.
     """
-    record = ConsumerRecord.from_json(state.consumers(nodename))
+    record = record_json.load(state.consumers(nodename))
     return [record.statuses[c].to_json() for c in sorted(record.statuses)]
 
 

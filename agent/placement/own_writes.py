@@ -12,7 +12,8 @@ proof (:meth:`agent.placement.mirror.Mirror.expect`): a provider whose
 generation is then exactly the one the agent last knew plus its own writes
 on it was written by nobody else, so its inventories, traits and aggregates
 are as the mirror holds them and its allocations are what the audit read
-plus what it wrote. The audit's record takes that expected generation now:
+plus what it wrote. The audit's record takes that expected generation now
+(:meth:`OwnWrites.confirm` returns the allocations to record, plain data):
 a device provider's is compared with the listed one before it is read, a CPU
 and memory provider's is read every cycle and compared whole, so any other
 generation (someone else wrote too) is read, as before. Only a write whose
@@ -27,8 +28,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 
 from agent.model.allocations import ByProvider, ProviderAllocations
-from agent.placement.report import ReportClient
-from agent.tracker.consumer_record import ConsumerRecord
+from agent.placement.mirror import Mirror
 
 
 class OwnWrites:
@@ -61,37 +61,43 @@ class OwnWrites:
         gone = set(providers)
         self.wrote[consumer] = {rp: a for rp, a in kept.items() if rp not in gone}
 
-    def confirm(self, report: ReportClient, nodename: str, record: ConsumerRecord) -> set[str]:
-        """Take the generations the agent's own writes lead to, for the next listing to prove.
+    def confirm(
+        self, mirror: Mirror, nodename: str, held: Mapping[str, ProviderAllocations]
+    ) -> dict[str, ProviderAllocations]:
+        """The generations the agent's own writes lead to, for the next listing to prove.
 
         No request: the mirror checks them against its next listing
-        (:meth:`~agent.placement.mirror.Mirror.expect`); ``record`` takes them now,
-        with what the audit wrote, for providers whose recorded generation is the
-        mirror's (the one the writes were counted from).
+        (:meth:`~agent.placement.mirror.Mirror.expect`); the audit's record takes
+        them now, with what the audit wrote, for providers whose recorded
+        generation is the mirror's (the one the writes were counted from).
+
+        Args:
+            mirror: the report client's mirror.
+            nodename: the node audited.
+            held: ``{provider: allocations}`` as the audit's record holds them.
 
         Returns:
-            The providers whose record now holds the expected generation
-            (empty when the agent wrote nothing).
+            ``{provider: its allocations at the expected generation}`` for the
+            record to take (empty when the agent wrote nothing).
 
         Raises:
             KeyError: the node's tree was not read in this process.
         """
         if not self.moves:
-            return set()
-        expected = report.mirror.expect(nodename, self.moves)
-        taken = set()
+            return {}
+        expected = mirror.expect(nodename, self.moves)
+        taken: dict[str, ProviderAllocations] = {}
         for rp, (old, new) in expected.items():
-            held = record.held.get(rp)
-            if held is None or held.generation != old:
+            before = held.get(rp)
+            if before is None or before.generation != old:
                 continue  # the audit's copy is older than the mirror's: read it next time
-            consumers = dict(held.consumers)
+            consumers = dict(before.consumers)
             for consumer, allocations in self.wrote.items():
                 if rp in allocations:
                     consumers[consumer] = dict(allocations[rp])
                 else:
                     consumers.pop(consumer, None)
             # what the audit wrote has a consumer generation it does not know
-            known = {c: g for c, g in held.consumer_generations.items() if c not in self.wrote}
-            record.held[rp] = ProviderAllocations(new, consumers, known)
-            taken.add(rp)
+            known = {c: g for c, g in before.consumer_generations.items() if c not in self.wrote}
+            taken[rp] = ProviderAllocations(new, consumers, known)
         return taken
