@@ -209,9 +209,18 @@ def refresh(
 
 def _changed(record: ConsumerRecord, rp: str, fresh: ProviderAllocations) -> set[str] | None:
     """:func:`changed_consumers` of ``rp``; those another writer rewrote are no longer the
-    agent's own writes in ``record`` (:func:`rewritten`)."""
+    agent's own writes in ``record``, and a removal deferred for them starts again
+    (:func:`rewritten`, :meth:`ConsumerRecord.deferral_restarted`).
+
+    docs/service.md, *gone*: another writer's allocation is removed by the next audit
+    that *still* finds it gone; one nova wrote since the audit that deferred it is not
+    the allocation found gone then, so two momentary absences of the domain with nova's
+    write between them (a same-host resize reverted, then a reboot) release nothing
+    (issue 33, case 6: *gone* rests on evidence that survives a momentary absence)."""
     old = record.held.get(rp)
-    record.rewritten_by_others(rewritten(old, fresh))
+    others = rewritten(old, fresh)
+    record.rewritten_by_others(others)
+    record.deferral_restarted(others)
     return changed_consumers(old, fresh)
 
 

@@ -238,6 +238,11 @@ class ConsumerRecord:
         does not release it at once (:meth:`removal_due`)."""
         self.wrote.difference_update(consumers)
 
+    def deferral_restarted(self, consumers: Iterable[str]) -> None:
+        """Another writer wrote ``consumers`` since their removal was deferred: the next
+        audit finding them gone is the first for this allocation (issue 33, case 6)."""
+        self.deferred.difference_update(consumers)
+
     # -- the audit: consumers gone, claimed, or not instances --------------------------
 
     def claims_reported(self) -> None:

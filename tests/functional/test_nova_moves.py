@@ -281,6 +281,28 @@ def test_the_conductors_window_beside_a_new_claim_of_the_same_amounts(cloud):
     assert c.holds(inst) == {}
 
 
+def test_two_momentary_absences_with_novas_write_between_release_nothing(cloud):
+    """Issue 33, case 6, twice: a same-host resize whose domain is undefined during one
+    audit (found gone: deferred), reverted by nova (its write), then a reboot undefines the
+    domain again before any audit saw it back. nova wrote the allocation since the first
+    audit found it gone, so the second audit does not count as finding it *still* gone:
+    nothing is released (found by the shared-storage machine)."""
+    c, inst, mig = cloud, str(uuid.uuid4()), str(uuid.uuid4())
+    boot(c, inst)
+    c.nova.start_move(inst, mig, c.node("A"))
+    c.nova.schedule(inst, LARGE, c.node("A"))
+    c.hosts["A"].undefine(inst)
+    c.cycle("A", watch=(inst, mig))
+    c.hosts["A"].define(inst, SMALL)
+    c.nova.revert(inst, mig)
+    c.hosts["A"].undefine(inst)
+    c.cycle("A", watch=(inst,))
+    c.expect("reverted, then rebooted: the domain absent again", A=S, B=IDLE)
+    c.hosts["A"].define(inst, SMALL)
+    c.cycle(watch=(inst,))
+    c.expect("rebooted", A=S, B=IDLE)
+
+
 def test_agent_cycles_between_nova_reads_and_writes(cloud):
     """Both agents run a cycle just before every write nova sends, after the reads it took
     the consumers' generations from (the race nova's generations guard against): resize and
