@@ -2,9 +2,11 @@
 
 The agent is one writer among several (nova's scheduler and conductor,
 neutron, cyborg): it heals what is missing, removes what is provably gone,
-and never undoes another writer's work. The states and their evidence are
-:mod:`agent.tracker.consumer_record`'s (docs/service.md, "Allocation
-audit"); the rules:
+and never undoes another writer's work. The states and their reasons are
+:mod:`agent.tracker.consumer_state`'s, their transitions
+:class:`~agent.tracker.consumer_record.ConsumerRecord`'s, the decision of
+each state's rule :mod:`agent.tracker.audit_decision`'s (docs/service.md,
+"Allocation audit"); the rules:
 
 - *instance here*: a missing allocation is written (heal): many per ``POST
   /allocations`` with a null consumer generation, which Placement refuses
