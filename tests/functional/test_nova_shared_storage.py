@@ -91,6 +91,25 @@ def test_resize_confirm_off_a_host_sharing_the_pool(cloud):
         expect(c, f"resize confirmed, cycle {n + 1}", A=IDLE, B=L, pool=20)
 
 
+def test_cold_migration_off_a_host_sharing_the_pool(cloud):
+    """A cold migration (nova's resize to the same flavor): the source domain is gone while
+    the migration awaits its confirm (powered off and cleaned up on A), so A's agent finds
+    the instance *gone* while nova's record still holds A's share and the pool's part: it
+    removes nothing of either (the record is not an instance; the instance's pool part
+    goes with B's CPU and memory), and the confirm leaves the pool B's 10 GiB."""
+    c, inst, mig = cloud, str(uuid.uuid4()), str(uuid.uuid4())
+    boot(c, inst)
+    watch = move_to_b(c, inst, mig, SMALL)
+    c.hosts["A"].undefine(inst)
+    for n in range(3):
+        c.cycle(watch=watch)
+        expect(c, f"cold migration A->B awaiting confirm, cycle {n + 1}", A=S, B=S, pool=20)
+    c.nova.confirm(inst, mig)
+    for n in range(3):
+        c.cycle(watch=watch)
+        expect(c, f"cold migration confirmed, cycle {n + 1}", A=IDLE, B=S, pool=10)
+
+
 def test_resize_revert_on_a_host_sharing_the_pool(cloud):
     c, inst, mig = cloud, str(uuid.uuid4()), str(uuid.uuid4())
     boot(c, inst)
