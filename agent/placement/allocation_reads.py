@@ -16,9 +16,10 @@ premise fails, never less:
 - **The vouch** (:func:`explains`, issue 28). Placement moves a provider's
   generation on every write of its inventories, traits or aggregates, and
   once per allocation write request that leaves allocations on it
-  (placement's ``_set_allocations``). Each consumer whose allocations on the
-  provider are new or differ from what the audit last recorded was put there
-  by at least one allocation write naming the provider, so when the
+  (placement's ``_set_allocations``), a ``PUT`` of empty allocations included
+  (recorded as allocations of 0). Each consumer whose allocations on the
+  provider are new, differ from what the audit last recorded, or are gone was
+  changed by at most one such write naming the provider, so when the
   generation moved by no more than the number of such consumers, allocation
   writes account for every move. What the rule assumes: another writer places
   one consumer on a provider per request (nova's report client:
@@ -27,7 +28,12 @@ premise fails, never less:
   agent's own bulk writes are counted exactly (:mod:`agent.placement.own_writes`)
   and explain nothing when its state does not record them (issue 33, case 6).
   A request placing k consumers on one provider counts 1 where the rule counts
-  k, and could hide k - 1 writes of other details; those are still found: a
+  k, and could hide k - 1 writes of other details; so could a consumer gone
+  from the provider by a write that moves nothing there (``DELETE
+  /allocations/{consumer}``, a ``PUT`` leaving it parts elsewhere only), counted
+  as the ``PUT`` of empty allocations nova's ``delete_allocation_for_instance``
+  sends without ``force`` (a resize confirm's migration record), which moves
+  one on each provider it held. Those are still found: a
   vouched provider is read before any write of its details, and after
   ``[compute] resource_provider_association_refresh`` seconds, a restart
   included (:class:`agent.placement.details.Vouched`).
@@ -91,8 +97,8 @@ def explains(
 
     Returns:
         True when the generation moved by no more than the consumers whose
-        allocations here are new or differ (module docstring); False when it
-        cannot tell (no generations).
+        allocations here are new, differ or are gone (module docstring); False
+        when it cannot tell (no generations).
     """
     if old.generation is None or fresh.generation is None:
         return False
@@ -106,7 +112,13 @@ def explains(
         for c, amounts in fresh.consumers.items()
         if old.consumers.get(c) != amounts and c not in own
     )
-    return moved <= written
+    # A consumer gone from the provider was removed by a write naming it: nova's
+    # delete_allocation_for_instance without force PUTs empty allocations, which
+    # Placement records as allocations of 0 on each provider it held, moving each one's
+    # generation (a DELETE moves none: then the count is one too generous, the
+    # module docstring's limit).
+    emptied = sum(1 for c in old.consumers if c not in fresh.consumers and c not in own)
+    return moved <= written + emptied
 
 
 def changed_consumers(

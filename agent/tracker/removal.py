@@ -30,19 +30,30 @@ def ours_of(view: AuditView, consumer: str) -> set[str]:
     return view.owned | set(view.record.shared.get(consumer, {}))
 
 
-def share_of(
-    view: AuditView, consumer: str, removed: set[str]
-) -> Callable[[ConsumerAllocations], set[str]]:
-    """What of ``consumer`` is this host's share, decided on each read of it
-    (:func:`agent.tracker.evidence.this_hosts_share`); ``removed`` gets the last answer."""
-    pools = set(view.record.shared.get(consumer, {}))
+class ShareOf:
+    """This host's share of one consumer, decided on each read of it
+    (:func:`agent.tracker.evidence.this_hosts_share`), and what the last answer left.
 
-    def share(held: ConsumerAllocations) -> set[str]:
-        removed.clear()
-        removed.update(evidence.this_hosts_share(held, view.owned, view.tree, pools))
-        return set(removed)
+    Attributes:
+        providers: the providers of the last answer (its part there is removed).
+        emptied: the last answer was everything the consumer held: the write is a
+            ``PUT`` of empty allocations, which Placement records as allocations of
+            0 on each provider it held, moving each one's generation
+            (placement's ``handlers/allocation.py``), unlike a ``PUT`` that leaves
+            parts elsewhere (:meth:`agent.placement.own_writes.OwnWrites.removed`).
+    """
 
-    return share
+    def __init__(self, view: AuditView, consumer: str) -> None:
+        self.view = view
+        self.pools = set(view.record.shared.get(consumer, {}))
+        self.providers: set[str] = set()
+        self.emptied = False
+
+    def __call__(self, held: ConsumerAllocations) -> set[str]:
+        view = self.view
+        self.providers = evidence.this_hosts_share(held, view.owned, view.tree, self.pools)
+        self.emptied = set(held.providers) <= self.providers
+        return set(self.providers)
 
 
 class Removals:
@@ -75,16 +86,14 @@ class Removals:
         touched: set[str] = set()
         for consumer in consumers:
             here = view.held.get(consumer, {})
-            share: set[str] = set()
+            share = ShareOf(view, consumer)
             try:
-                removed = self.report.remove_allocations_from(
-                    consumer, share_of(view, consumer, share)
-                )
+                removed = self.report.remove_allocations_from(consumer, share)
             except PlacementError as exc:
                 failed(f"consumer {consumer}: allocations not removed", exc, result)
                 record.removal_failed(consumer)
                 continue
-            view.own.removed(consumer, share)
+            view.own.removed(consumer, share.providers, share.emptied)
             if not removed and here:
                 # Still held here, yet nothing was removed: a migration record.
                 record.found_migration(consumer)
@@ -124,11 +133,9 @@ class Removals:
                 why[:] = [evidence.keep_unknown(held, protected, all_kept)]
                 return bool(why[0])
 
-            ours: set[str] = set()
+            ours = ShareOf(view, consumer)
             try:
-                removed = self.report.remove_allocations_from(
-                    consumer, share_of(view, consumer, ours), keep
-                )
+                removed = self.report.remove_allocations_from(consumer, ours, keep)
             except PlacementError as exc:
                 failed(f"consumer {consumer}: allocations not removed", exc, result)
                 continue
@@ -136,7 +143,7 @@ class Removals:
                 result.unknown.append(consumer)
                 record.left_alone(consumer, why[0] if why else "")
                 continue
-            view.own.removed(consumer, ours)
+            view.own.removed(consumer, ours.providers, ours.emptied)
             first = record.first_seen_unknown(consumer, self.clock())
             record.removal_confirmed(consumer)
             result.removed.append(consumer)

@@ -183,3 +183,21 @@ def test_a_consumer_on_a_pf_alone_leaves_its_move_unexplained(host):
     assert sum(counts.values()) == unchanged + 2
     assert host.recorded(pf) == {instance: {"SRIOV_NET_VF": 1}, other: {"SRIOV_NET_VF": 1}}
     assert pf in host.tracker.report.mirror.vouched
+
+
+def test_novas_delete_by_an_empty_put_is_explained_by_the_consumer_gone(host):
+    """nova's ``delete_allocation_for_instance`` without ``force`` (a resize confirm's
+    migration record, nova/compute/manager.py ``_delete_allocation_after_move``; deferred
+    deletes) reads the consumer and PUTs empty allocations with its generation, which
+    Placement records as allocations of 0 on each provider it held: the compute node's
+    and the PF's generations move by one. The consumer gone from the compute node's
+    listing is read once and accounts for both moves: no details are read, nor the PF."""
+    (instance,) = host.claim(host.pfs[:1])
+    host.cycle()
+    unchanged = sum(host.cycle().values())
+    assert host.nova.client.delete_allocation_for_instance(host.nova.context, instance, force=False)
+    counts = host.cycle()
+    assert details(counts) == 0, counts
+    assert sum(counts.values()) == unchanged + 1, counts  # the consumer gone, read once
+    assert host.recorded(host.pfs[0]) == {}
+    assert sum(host.cycle().values()) == unchanged

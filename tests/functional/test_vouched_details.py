@@ -110,6 +110,23 @@ def test_a_claim_costs_one_read_and_no_details(setup):
     assert sum(counted(s).values()) == sum(steady.values())  # and then steady again
 
 
+def test_the_agents_own_removal_of_a_gone_instance_is_proven_not_read(setup):
+    """The agent removes a gone instance it wrote by a ``PUT`` of empty allocations, which
+    Placement records as allocations of 0 on each provider it held (their generations move
+    by one); its own writes count that move, so the next listing proves it and the cycle
+    after costs the steady one (it read the cells' details, 6 requests more, before)."""
+    s = setup
+    s.driver.unsubscribe(s.tracker.handle_event)  # gone behind the agent's back
+    steady = counted(s)
+    s.driver.destroy(s.inst(1))
+    counts, outcome = s.counted_cycle()
+    assert outcome.ok and s.inst(1) in outcome.nodes[0].allocations_removed, outcome.summary()
+    assert counts[("PUT", "/allocations/{consumer}")] == 1
+    counts = counted(s)
+    assert details_read(counts) == 0, counts
+    assert sum(counts.values()) == sum(steady.values()), counts
+
+
 def test_a_claim_and_an_operators_trait_are_both_seen(setup):
     s = setup
     name = f"{s.nodename}_NUMA0"

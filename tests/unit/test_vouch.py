@@ -3,7 +3,8 @@
 Placement moves a provider's generation once per allocation write request
 that leaves allocations on it, and once per inventory, trait or aggregate
 write (placement's ``_set_allocations`` and ``resource_provider.py``); a
-``DELETE /allocations/{consumer}`` moves nothing (agent.placement.allocation_reads).
+``DELETE /allocations/{consumer}`` moves nothing, a ``PUT`` of empty allocations moves
+one (agent.placement.allocation_reads).
 """
 
 from __future__ import annotations
@@ -42,6 +43,15 @@ def test_deletes_move_nothing_and_a_consumer_made_and_deleted_is_not_explained()
     old = pa(7, {"i1": A, "i2": A})
     assert explains(old, pa(7, {"i1": A}))  # DELETE: no move to explain
     assert not explains(old, pa(8, {"i1": A, "i2": A}))  # a claim since deleted, or a trait
+
+
+def test_a_consumer_emptied_by_a_put_explains_one_move_and_no_more():
+    """nova's ``delete_allocation_for_instance`` without force PUTs empty allocations:
+    Placement records allocations of 0 on the provider, moving its generation by one."""
+    old = pa(7, {"i1": A, "i2": A})
+    assert explains(old, pa(8, {"i1": A}))
+    assert not explains(old, pa(9, {"i1": A}))  # the emptying and something else
+    assert not explains(old, pa(8, {"i1": A}), own={"i2"})  # the agent's own: counted exactly
 
 
 def test_what_cannot_be_compared_is_never_explained():
