@@ -221,3 +221,24 @@ def test_a_same_host_resize_off_the_second_pool_then_an_out_of_band_delete(tmp_p
     http(c.base, "DELETE", f"/allocations/{inst}")
     c.cycle("A")
     expect(c, "healed", A=S, B=IDLE, pool=10, n=c.pools.index(min(c.pools)))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known defect (found by random runs of test_nova_property.py's shared machine, "
+    "fails before this session's restructure too): an instance shelve-offloaded from A and "
+    "unshelved onto A is gone from A until nova spawns it; nova's fresh claim re-creates its "
+    "consumer with the same amounts and consumer generation, so the gone rule's second audit "
+    "removes nova's claim",
+)
+def test_an_unshelve_claim_on_the_same_host_survives_two_audits_before_the_spawn(cloud):
+    """nova's unshelve claims A (and the pool) before A's compute spawns the domain; an
+    image download can take longer than a cycle. The claim is nova's intent and stays."""
+    c, inst = cloud, str(uuid.uuid4())
+    boot(c, inst)
+    c.hosts["A"].undefine(inst)
+    c.nova.shelve_offload(inst)
+    c.nova.schedule(inst, SMALL, c.node("A"))  # unshelve: claimed, not spawned yet
+    for n in range(3):
+        c.cycle(watch=(inst,))
+        expect(c, f"unshelve claimed on A, cycle {n + 1}", A=S, B=IDLE, pool=10)
