@@ -5,98 +5,65 @@ A circle (``a -> b -> c -> a``, of any length) has no order of meaning
 Imports under ``TYPE_CHECKING`` count (issue 26): a type that is needed
 both ways belongs in a third module. Read by grimp, the import graph
 library import-linter is built on; circles are its strongly connected
-components (Tarjan, 1972) with more than one module, or one module that
-imports itself.
+components with more than one module (a module with those that both import
+it and are imported by it, grimp's downstream and upstream sets), or one
+module that imports itself.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 
 import grimp
 
-Graph = Mapping[str, Iterable[str]]
-"""``{module: modules it imports directly}``; names absent as keys import nothing."""
+
+def graph_of(edges: Mapping[str, Sequence[str]]) -> grimp.ImportGraph:
+    """A grimp graph of ``{module: modules it imports directly}`` (the tests' own graphs)."""
+    graph = grimp.ImportGraph()
+    for importer, imported in edges.items():
+        graph.add_module(importer)
+        for module in imported:
+            graph.add_import(importer=importer, imported=module)
+    return graph
 
 
-def import_graph(graph: grimp.ImportGraph) -> dict[str, set[str]]:
-    """``{module: modules it imports directly}`` of every module in grimp's ``graph``."""
-    return {m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
-
-
-def circles(graph: Graph) -> list[list[str]]:
+def circles(graph: grimp.ImportGraph) -> list[list[str]]:
     """The strongly connected components of ``graph`` that hold a circle.
 
-    Tarjan's algorithm, iterative (no recursion limit on deep chains).
-    Returns each component as a sorted list of modules, the list sorted;
-    a component of one module is kept only if the module imports itself.
+    A module's component is itself with the modules it reaches and that reach
+    it (grimp's ``find_upstream_modules`` and ``find_downstream_modules``); a
+    component of one module is kept only if the module imports itself.
+    Returns each component as a sorted list of modules, the list sorted.
     """
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-    for root in sorted(graph):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(graph.get(root, ()))))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, successors = work[-1]
-            child = next(successors, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph.get(child, ())))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                if len(component) > 1 or node in graph.get(node, ()):
-                    found.append(sorted(component))
-    return sorted(found)
+    found: set[tuple[str, ...]] = set()
+    for module in graph.modules:
+        others = graph.find_upstream_modules(module) & graph.find_downstream_modules(module)
+        if others or module in graph.find_modules_directly_imported_by(module):
+            found.add(tuple(sorted(others | {module})))
+    return sorted(list(c) for c in found)
 
 
-def cycle_through(graph: Graph, component: list[str]) -> list[str]:
+def cycle_through(graph: grimp.ImportGraph, component: list[str]) -> list[str]:
     """One circle inside ``component``: ``[a, b, ..., a]``, the shortest from its first module.
 
-    Breadth-first from ``component[0]`` over edges that stay in the
-    component, back to ``component[0]``; a strongly connected component
-    always holds one (``ValueError`` if ``component`` is not one).
+    The shortest of grimp's ``find_shortest_chain`` back to ``component[0]`` from each
+    module it imports in the component (``ValueError`` if ``component`` holds no circle).
     """
     start, members = component[0], set(component)
-    parent: dict[str, str] = {}
-    queue = deque([start])
-    while queue:
-        node = queue.popleft()
-        for child in sorted(set(graph.get(node, ())) & members):
-            if child == start:
-                path = [node]
-                while path[-1] != start:
-                    path.append(parent[path[-1]])
-                return [*reversed(path), start]
-            if child not in parent:
-                parent[child] = node
-                queue.append(child)
-    raise ValueError(f"no circle through {start} inside {component}")
+    imported = graph.find_modules_directly_imported_by(start)
+    if start in imported:
+        return [start, start]
+    chains = [
+        chain
+        for module in sorted(imported & members)
+        if (chain := graph.find_shortest_chain(importer=module, imported=start))
+    ]
+    if not chains:
+        raise ValueError(f"no circle through {start} inside {component}")
+    return [start, *min(chains, key=len)]
 
 
-def describe(graph: Graph) -> list[str]:
+def describe(graph: grimp.ImportGraph) -> list[str]:
     """One line per circle of ``graph``: its modules, then one path round it."""
     return [
         f"{len(c)} modules {c}: " + " -> ".join(cycle_through(graph, c)) for c in circles(graph)
@@ -104,8 +71,8 @@ def describe(graph: Graph) -> list[str]:
 
 
 def test_no_circle_of_imports_in_agent_and_drivers():
-    graph = import_graph(grimp.build_graph("agent", "drivers", exclude_type_checking_imports=False))
-    assert len(graph) > 100, "grimp read too few modules: the check would prove nothing"
+    graph = grimp.build_graph("agent", "drivers", exclude_type_checking_imports=False)
+    assert len(graph.modules) > 100, "grimp read too few modules: the check would prove nothing"
     found = describe(graph)
     assert not found, "circles of imports:\n" + "\n".join(found)
 
@@ -120,29 +87,30 @@ def test_a_circle_of_three_modules_is_found_with_its_path():
         ("pkg.d", "pkg.e"),
     ]:
         graph.add_import(importer=importer, imported=imported)
-    as_dict = import_graph(graph)
-    assert circles(as_dict) == [["pkg.a", "pkg.b", "pkg.c"]]
-    assert cycle_through(as_dict, ["pkg.a", "pkg.b", "pkg.c"]) == [
+    assert circles(graph) == [["pkg.a", "pkg.b", "pkg.c"]]
+    assert cycle_through(graph, ["pkg.a", "pkg.b", "pkg.c"]) == [
         "pkg.a",
         "pkg.b",
         "pkg.c",
         "pkg.a",
     ]
-    assert describe(as_dict) == [
+    assert describe(graph) == [
         "3 modules ['pkg.a', 'pkg.b', 'pkg.c']: pkg.a -> pkg.b -> pkg.c -> pkg.a"
     ]
 
 
 def test_two_circles_joined_by_one_edge_stay_two_and_a_pair_and_self_import_count():
-    graph = {
-        "a": {"b"},
-        "b": {"a", "c"},
-        "c": {"d"},
-        "d": {"e"},
-        "e": {"c"},
-        "f": {"f"},
-        "g": {"a"},
-    }
+    graph = graph_of(
+        {
+            "a": {"b"},
+            "b": {"a", "c"},
+            "c": {"d"},
+            "d": {"e"},
+            "e": {"c"},
+            "f": {"f"},
+            "g": {"a"},
+        }
+    )
     assert circles(graph) == [["a", "b"], ["c", "d", "e"], ["f"]]
     assert cycle_through(graph, ["f"]) == ["f", "f"]
-    assert circles({"a": {"b"}, "b": {"c"}}) == []
+    assert circles(graph_of({"a": {"b"}, "b": {"c"}})) == []
