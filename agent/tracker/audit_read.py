@@ -93,15 +93,19 @@ class AuditView:
         owned: Iterable[str],
         tree: Iterable[str],
         record: ConsumerRecord | None = None,
+        stored: dict[str, Any] | None = None,
     ) -> AuditView:
-        """The view of ``nodename`` with its record as stored in ``state`` (or ``record``,
-        loaded already this cycle), saved there (:meth:`save`).
+        """The view of ``nodename`` with its record as stored in ``state``, saved there
+        (:meth:`save`).
 
         Args:
             owned: the node's providers the agent owns.
             tree: every provider of the node's tree.
+            record: the record, loaded already this cycle from ``stored``.
+            stored: the stored record as read this cycle (read from ``state`` when None:
+                the state file is read once per cycle).
         """
-        stored = state.consumers(nodename) or {}
+        stored = stored if stored is not None else state.consumers(nodename) or {}
         loaded = record if record is not None else record_json.load(stored)
         mine = set(owned)
         return cls(nodename, loaded, mine, stored, frozenset(tree) | mine, store=state)
@@ -158,6 +162,7 @@ def refresh(
     tree: Iterable[str] = (),
     reads: AllocationReads | None = None,
     record: ConsumerRecord | None = None,
+    stored: dict[str, Any] | None = None,
 ) -> AuditView:
     """Read what the module docstring says must be read this cycle.
 
@@ -174,14 +179,15 @@ def refresh(
         tree: every provider of the node's tree (owned or not).
         reads: this cycle's allocation reads of the node, which the mirror's vouch may
             have begun: what was read is not read again (:class:`AllocationReads`).
-        record: the node's record as loaded this cycle (default: from ``state``).
+        record, stored: the node's record and its stored form as read this cycle
+            (default: from ``state``).
 
     Returns:
         An :class:`AuditView` for planning and :meth:`~.audit.AllocationAudit.begin`.
     Raises:
         PlacementUnavailable, PlacementError: a read failed (the cycle fails).
     """
-    view = AuditView.load(state, nodename, owned, tree, record)
+    view = AuditView.load(state, nodename, owned, tree, record, stored)
     record = view.record
     if reads is None:
         reads = report.allocation_reads(lambda: known(record))

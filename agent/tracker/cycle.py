@@ -43,7 +43,7 @@ from agent.placement.report import ReportClient
 from agent.shape.adapter import DriverAdapter
 from agent.shape.policy import policy_from_conf
 from agent.state.store import StateStore
-from agent.tracker import audit_read
+from agent.tracker import audit_read, record_json
 from agent.tracker.audit import AllocationAudit
 from agent.tracker.audit_decision import Listing
 from agent.tracker.audit_result import AuditDraft, AuditRules, BulkWrites
@@ -214,7 +214,9 @@ class ResourceTracker:
         # One tree read and one discovery, also for a start-up reshape.
         # A moved generation that the node's allocations explain keeps the details; the
         # audit then takes what the vouch read (each fact read once per cycle).
-        record = functools.cache(lambda: self.audit.record(nodename))
+        # The stored record is read once per cycle: by the vouch (if asked) and the audit.
+        stored = functools.cache(lambda: self.state.consumers(nodename) or {})
+        record = functools.cache(lambda: record_json.load(stored()))
         reads = self.report.allocation_reads(lambda: audit_read.known(record()))
         look = self.views.look(nodename, startup=startup, vouch=reads)
         tree = look.tree
@@ -235,6 +237,7 @@ class ResourceTracker:
             tree=tree.get_provider_uuids(),
             reads=reads,
             record=record(),
+            stored=stored(),
         )
         view.produces = look.produces
         listed = self.adapter.list_instances(nodename)
