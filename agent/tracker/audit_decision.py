@@ -185,7 +185,7 @@ def decide(
     Returns:
         The :class:`AuditDecision`.
     """
-    record, held = view.record, view.held
+    record = view.record
     missing = _missing(view, listing)
     moving = found_moving(view, listing.present, missing, records)
     alone, drift, in_step = _holding_here(view, listing, rewrite)
@@ -201,11 +201,7 @@ def decide(
         moving=moving,
         drift=drift,
         in_step=frozenset(in_step),
-        uses_nothing=frozenset(
-            c
-            for c in listing.present - listing.unreadable
-            if not (held.get(c) or c in record.shared) and c not in missing
-        ),
+        uses_nothing=frozenset(_holding_nothing(view, listing)) - set(missing),
         remove=remove,
         deferred=deferred,
         confirmed=confirmed,
@@ -254,7 +250,7 @@ def _holding_here(
     drift: dict[str, str] = {}
     in_step: set[str] = set()
     for consumer in sorted(listing.present - listing.unreadable):
-        if not (view.held.get(consumer) or consumer in view.record.shared):
+        if not holds_here(view, consumer):
             continue
         verdict, line = judge_here(view, consumer, listing.expected.get(consumer), listing.keep)
         if verdict is None:
@@ -269,15 +265,23 @@ def _holding_here(
 def _missing(view: AuditView, listing: Listing) -> dict[str, ConsumerAllocations]:
     """Listed instances holding nothing here (nor on a pool as this host's) whose plan
     holds something: to heal, unless nova is moving them."""
-    record, held = view.record, view.held
     out: dict[str, ConsumerAllocations] = {}
-    for consumer in sorted(listing.present - listing.unreadable):
+    for consumer in _holding_nothing(view, listing):
         want = listing.expected.get(consumer)
-        if held.get(consumer) or consumer in record.shared:
-            continue
         if want is not None and want.allocations:
             out[consumer] = want
     return out
+
+
+def holds_here(view: AuditView, consumer: str) -> bool:
+    """Whether ``consumer`` holds something here as the record has it: on the node's
+    owned providers, or on a pool as this host's share (docs/service.md)."""
+    return bool(view.held.get(consumer)) or consumer in view.record.shared
+
+
+def _holding_nothing(view: AuditView, listing: Listing) -> list[str]:
+    """The readable listed instances that hold nothing here (:func:`holds_here`), sorted."""
+    return [c for c in sorted(listing.present - listing.unreadable) if not holds_here(view, c)]
 
 
 def _gone(view: AuditView) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
@@ -287,7 +291,7 @@ def _gone(view: AuditView) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str,
     deferred: list[str] = []
     confirmed: list[str] = []
     for consumer in sorted(record.gone):
-        if not view.held.get(consumer) and consumer not in record.shared:
+        if not holds_here(view, consumer):
             confirmed.append(consumer)
         elif record.removal_due(consumer):
             remove.append(consumer)
