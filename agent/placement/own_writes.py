@@ -55,20 +55,24 @@ class OwnWrites:
         for consumer, allocations in bodies.items():
             self.wrote[consumer] = {rp: dict(a) for rp, a in allocations.items()}
 
-    def removed(self, consumer: str, providers: Iterable[str], emptied: bool = False) -> None:
-        """``consumer``'s part on ``providers`` was removed by one ``PUT``.
+    def removed(self, consumer: str, held: ByProvider, providers: Iterable[str]) -> None:
+        """``consumer``, holding ``held``, had its part on ``providers`` removed by one ``PUT``.
 
         A ``PUT`` that leaves the consumer parts elsewhere moves no generation of the
         providers it leaves (placement's ``_set_allocations`` increments only the
-        providers of the new allocations); one that leaves it nothing (``emptied``:
-        empty allocations) is recorded by Placement as allocations of 0 on each
-        provider the consumer held (``handlers/allocation.py``: "signalled by a used
-        value of 0"), so each of ``providers`` moves by one.
+        providers of the new allocations); one that leaves it nothing (empty
+        allocations) is recorded by Placement as allocations of 0 on each provider the
+        consumer held (``handlers/allocation.py``: "signalled by a used value of 0"),
+        so each of them moves by one.
+
+        Args:
+            held: ``{provider: {rc: amount}}`` the consumer held, as read before the write.
+            providers: the providers its part was removed from.
         """
-        kept = self.wrote.get(consumer, {})
         gone = set(providers)
-        if emptied:
-            self.moves.update(gone)
+        if not set(held) - gone:
+            self.moves.update(set(held))
+        kept = self.wrote.get(consumer, {})
         self.wrote[consumer] = {rp: a for rp, a in kept.items() if rp not in gone}
 
     def confirm(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-from agent.model.allocations import ConsumerAllocations
+from agent.model.allocations import ByProvider, ConsumerAllocations
 from agent.placement.errors import PlacementError
 from agent.placement.report import ReportClient
 from agent.tracker import evidence
@@ -32,27 +32,23 @@ def ours_of(view: AuditView, consumer: str) -> set[str]:
 
 class ShareOf:
     """This host's share of one consumer, decided on each read of it
-    (:func:`agent.tracker.evidence.this_hosts_share`), and what the last answer left.
+    (:func:`agent.tracker.evidence.this_hosts_share`); the last read and answer kept.
 
     Attributes:
+        held: what the consumer held at the last read (``{provider: {rc: amount}}``).
         providers: the providers of the last answer (its part there is removed).
-        emptied: the last answer was everything the consumer held: the write is a
-            ``PUT`` of empty allocations, which Placement records as allocations of
-            0 on each provider it held, moving each one's generation
-            (placement's ``handlers/allocation.py``), unlike a ``PUT`` that leaves
-            parts elsewhere (:meth:`agent.placement.own_writes.OwnWrites.removed`).
     """
 
     def __init__(self, view: AuditView, consumer: str) -> None:
         self.view = view
         self.pools = set(view.record.shared.get(consumer, {}))
+        self.held: ByProvider = {}
         self.providers: set[str] = set()
-        self.emptied = False
 
     def __call__(self, held: ConsumerAllocations) -> set[str]:
         view = self.view
+        self.held = held.allocations
         self.providers = evidence.this_hosts_share(held, view.owned, view.tree, self.pools)
-        self.emptied = set(held.providers) <= self.providers
         return set(self.providers)
 
 
@@ -93,7 +89,7 @@ class Removals:
                 failed(f"consumer {consumer}: allocations not removed", exc, result)
                 record.removal_failed(consumer)
                 continue
-            view.own.removed(consumer, share.providers, share.emptied)
+            view.own.removed(consumer, share.held, share.providers)
             if not removed and here:
                 # Still held here, yet nothing was removed: a migration record.
                 record.found_migration(consumer)
@@ -143,7 +139,7 @@ class Removals:
                 result.unknown.append(consumer)
                 record.left_alone(consumer, why[0] if why else "")
                 continue
-            view.own.removed(consumer, ours.providers, ours.emptied)
+            view.own.removed(consumer, ours.held, ours.providers)
             first = record.first_seen_unknown(consumer, self.clock())
             record.removal_confirmed(consumer)
             result.removed.append(consumer)
