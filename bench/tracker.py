@@ -8,7 +8,7 @@ requests by method and path, seconds, allocations written and removed:
 - start-up on an empty Placement (providers created, every allocation written),
 - the next cycle (re-reads the providers whose generations its own writes moved),
 - a steady cycle: target 1 + (providers that hold instance CPU and memory),
-  so 1 + 1 flat and 1 + 2 with the two NUMA cells (agent.tracker.audit_read),
+  so 1 + 1 flat and 1 + 2 with the two NUMA cells (agent.audit.audit_read),
 - a cycle after one instance was spawned behind the agent's back (healed),
 - a cycle after one instance was destroyed (its allocation removed),
 - heal latency: ``DELETE /allocations/{consumer}`` behind a warm agent's
@@ -19,7 +19,7 @@ then one line per size and shape with the steady-cycle requests against the
 target. Then, for a compute node with 10, 100 and 1,000 device providers
 (SR-IOV PFs), the cycle after another writer (nova's scheduler booting an
 instance) wrote a new consumer on the compute node: target the unchanged
-cycle plus one request per consumer that changed (agent.tracker.audit_read:
+cycle plus one request per consumer that changed (agent.audit.audit_read:
 the consumer generations say which), not one per provider, plus the 3 reads
 of the compute node's inventories, traits and aggregates that any move of
 its generation costs (agent.placement.mirror). And the peak RSS

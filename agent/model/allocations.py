@@ -255,6 +255,37 @@ class ProviderAllocations:
                     generations[consumer] = value["consumer_generation"]
         return cls(body.get("resource_provider_generation"), consumers, generations)
 
+    def with_parts(
+        self,
+        rp: str,
+        parts: Mapping[str, ByProvider],
+        generation: int | None,
+        generations: Mapping[str, int | None] | None = None,
+    ) -> ProviderAllocations:
+        """These allocations (of provider ``rp``) with each consumer of ``parts`` holding
+        here what it now holds on ``rp`` (nothing: gone from it); the one home of "a
+        provider's allocations with one consumer's part replaced" (issue 39).
+
+        Args:
+            rp: this provider's UUID.
+            parts: ``{consumer: {provider: {rc: amount}}}`` as each holds now.
+            generation: the provider generation of the result.
+            generations: ``{consumer: consumer generation}`` of ``parts`` where known
+                (the others' generations are dropped: unknown).
+
+        Returns:
+            A new :class:`ProviderAllocations`.
+        """
+        known = generations or {}
+        consumers = {c: dict(a) for c, a in self.consumers.items() if c not in parts}
+        gens = {c: g for c, g in self.consumer_generations.items() if c not in parts}
+        for consumer, held in parts.items():
+            if held.get(rp):
+                consumers[consumer] = dict(held[rp])
+                if known.get(consumer) is not None:
+                    gens[consumer] = known[consumer]
+        return ProviderAllocations(generation, consumers, gens)
+
 
 def by_consumer(per_provider: Mapping[str, ProviderAllocations]) -> dict[str, ByProvider]:
     """Turn ``{provider: ProviderAllocations}`` into ``{consumer: {provider: {rc: n}}}``."""

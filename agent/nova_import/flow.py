@@ -35,7 +35,6 @@ from agent.nova_import.render import allocation_line, tree_lines
 from agent.nova_import.result import ImportResult
 from agent.nova_import.shape import node_tree
 from agent.nova_import.stale import GoneLookup, held_on, remove_gone
-from agent.placement import endpoints
 from agent.placement.errors import PlacementError
 from agent.placement.report import ReportClient
 from agent.placement.roots import RootConflict
@@ -73,7 +72,7 @@ def _root_uuid(report: ReportClient, node: NodeImport) -> str:
 
 def _read_root(report: ReportClient, node: NodeImport, uuid: str, dry: bool) -> ProviderTree:
     key = f"id {node.id} ({node.nodename})"
-    report.state.set_root_uuid(node.nodename, uuid)
+    report.record_root_uuid(node.nodename, uuid)
     try:
         tree = report.read_tree(node.nodename) if dry else None
         if not dry:
@@ -260,7 +259,10 @@ def write_allocations(
                 if changed:
                     res.diff.append(allocation_line(consumer, held, merged))
             else:
-                changed = report.edit_allocations(consumer, _editor(want, ours, kept, produces))
+                changed = (
+                    report.edit_allocations(consumer, _editor(want, ours, kept, produces))
+                    is not None
+                )
         except PlacementError as exc:
             res.refusals.append(
                 Refusal(
@@ -354,7 +356,7 @@ def _lay_out_all(
     """Every node's tree (:func:`lay_out_node`); a node that fails is a refusal."""
     laid: list[_Laid] = []
     # Roots are created while the tree is read, children by the sync: count both.
-    before = endpoints.providers_created(report.client)
+    before = report.providers_created()
     for node in nodes:
         try:
             laid.append(
@@ -367,5 +369,5 @@ def _lay_out_all(
             fix = "correct the conflict in Placement or nova, then import again"
             res.refusals.append(Refusal("placement", node.nodename, "", str(exc), fix))
     if not dry:
-        res.created = endpoints.providers_created(report.client) - before
+        res.created = report.providers_created() - before
     return laid

@@ -69,7 +69,7 @@ def remove_gone(
                 held = report.get_allocations(consumer)
                 changed = bool(held.providers & ours)
             else:
-                changed = report.edit_allocations(consumer, _remover(ours))
+                changed = report.edit_allocations(consumer, _remover(ours)) is not None
         except PlacementError as exc:
             refusals.append(
                 Refusal(

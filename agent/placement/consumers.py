@@ -103,7 +103,7 @@ class Consumers:
         self.conflict_retries = conflict_retries
         self.sleep = sleep
 
-    def edit(self, consumer: str, edit: Edit) -> bool:
+    def edit(self, consumer: str, edit: Edit, retries: int | None = None) -> int | None:
         """Read ``consumer``'s allocations, let ``edit`` decide the new ones, write them.
 
         The write carries the consumer generation of the read, whatever
@@ -112,10 +112,16 @@ class Consumers:
         Args:
             consumer: the consumer UUID.
             edit: called once per attempt with what Placement holds now.
+            retries: read-edit-writes after a generation conflict (default
+                ``conflict_retries``); 0 for a caller that decides again itself on a
+                new read (the allocation audit, issue 39).
 
         Returns:
-            True when allocations were written, False when ``edit`` returned
-            None, nothing was held nor wanted, or the consumer vanished meanwhile.
+            The consumer generation the write produced (Placement moves it by one on
+            every write of the consumer's allocations, a new consumer's first write
+            making it 1: placement's ``objects/consumer.py``); None when ``edit``
+            returned None, nothing was held nor wanted, or the consumer vanished
+            meanwhile.
 
         Raises:
             GenerationConflict: still conflicting after the retries.
@@ -124,13 +130,13 @@ class Consumers:
                 consumer Placement does not know.
         """
 
-        def attempt() -> bool:
+        def attempt() -> int | None:
             current = get_allocations(self.client, consumer)
             wanted = edit(current)
             if wanted is None:
-                return False
+                return None
             if not wanted and current.generation is None:
-                return False  # nothing held, nothing wanted: no write
+                return None  # nothing held, nothing wanted: no write
             body = replace(
                 wanted,
                 generation=current.generation,
@@ -138,17 +144,22 @@ class Consumers:
                 user_id=wanted.user_id or current.user_id,
             ).to_placement()
             try:
-                self._put(consumer, body)
+                return self._put(consumer, body)
             except NotFound:
-                return False
-            return True
+                return None
 
         return retry_on_conflict(
-            attempt, retries=self.conflict_retries, sleep=self.sleep, what=f"consumer {consumer}"
+            attempt,
+            retries=self.conflict_retries if retries is None else retries,
+            sleep=self.sleep,
+            what=f"consumer {consumer}",
         )
 
-    def _put(self, consumer: str, body: dict[str, Any]) -> None:
+    def _put(self, consumer: str, body: dict[str, Any]) -> int:
         """``PUT /allocations/{consumer}``; an empty consumer's hidden generation is used.
+
+        Returns the consumer generation the write produced (the one sent plus one; 1 for a
+        consumer Placement did not know).
 
         Placement may keep a consumer with no allocations (a write that
         failed after the consumer was created): its ``GET`` shows no
@@ -156,22 +167,26 @@ class Consumers:
         None". The write is sent once more with N, the generation Placement
         named: the consumer held nothing, so nothing is overwritten.
         """
+        sent = body.get("consumer_generation")
         try:
             endpoints.put_consumer_allocations(self.client, consumer, body)
         except GenerationConflict as exc:
-            hidden = _hidden_generation(exc) if body.get("consumer_generation") is None else None
+            hidden = _hidden_generation(exc) if sent is None else None
             if hidden is None:
                 raise
             LOG.info("consumer %s: empty in Placement at generation %d", consumer, hidden)
             endpoints.put_consumer_allocations(
                 self.client, consumer, {**body, "consumer_generation": hidden}
             )
+            return hidden + 1
+        return 1 if sent is None else int(sent) + 1
 
     def remove_from(
         self,
         consumer: str,
         providers: set[str] | Callable[[ConsumerAllocations], set[str]],
         keep_if: Callable[[ConsumerAllocations], bool] | None = None,
+        retries: int | None = None,
     ) -> bool:
         """Remove ``consumer``'s allocations on ``providers``, keeping the rest.
 
@@ -187,6 +202,7 @@ class Consumers:
             keep_if: called with what Placement holds (owner, type) just
                 before the write; True leaves the consumer alone (the audit's
                 guard for nova's untyped migration records).
+            retries: as :meth:`edit`'s.
 
         Returns:
             True when something was removed.
@@ -203,7 +219,7 @@ class Consumers:
                 return None
             return held.with_allocations(held.without(ours))
 
-        return self.edit(consumer, edit)
+        return self.edit(consumer, edit, retries) is not None
 
     def delete(self, consumer: str) -> bool:
         """Remove every allocation of ``consumer`` by ``PUT`` with its generation.
@@ -211,7 +227,10 @@ class Consumers:
         Returns:
             True when allocations were removed, False when there were none.
         """
-        return self.edit(consumer, lambda held: held.with_allocations({}) if held else None)
+        return (
+            self.edit(consumer, lambda held: held.with_allocations({}) if held else None)
+            is not None
+        )
 
     def write_new(
         self, wanted: Mapping[str, ConsumerAllocations]

@@ -38,22 +38,35 @@ class OwnWrites:
         moves: provider -> requests that named it (its generation moved that often).
         wrote: consumer -> what it now holds (``{provider: {rc: amount}}``; empty
             when its part here was removed).
+        generations: consumer -> the consumer generation the write produced, where known.
     """
 
     def __init__(self) -> None:
         self.moves: Counter[str] = Counter()
         self.wrote: dict[str, ByProvider] = {}
+        self.generations: dict[str, int] = {}
 
-    def put(self, consumer: str, allocations: ByProvider) -> None:
-        """One ``PUT /allocations/{consumer}`` answered, with ``allocations`` as its body."""
+    def put(self, consumer: str, allocations: ByProvider, generation: int | None = None) -> None:
+        """One ``PUT /allocations/{consumer}`` answered, with ``allocations`` as its body,
+        leaving the consumer at ``generation`` (None: not known)."""
         self.moves.update(set(allocations))
         self.wrote[consumer] = {rp: dict(a) for rp, a in allocations.items()}
+        self._generation(consumer, generation)
 
     def posted(self, bodies: Mapping[str, ByProvider]) -> None:
-        """One ``POST /allocations`` answered: ``{consumer: allocations}`` in one request."""
+        """One ``POST /allocations`` answered: ``{consumer: allocations}`` in one request,
+        each consumer new (a null consumer generation): now at generation 1 (placement's
+        ``objects/consumer.py``: created at 0, moved once by the write)."""
         self.moves.update({rp for allocations in bodies.values() for rp in allocations})
         for consumer, allocations in bodies.items():
             self.wrote[consumer] = {rp: dict(a) for rp, a in allocations.items()}
+            self._generation(consumer, 1)
+
+    def _generation(self, consumer: str, generation: int | None) -> None:
+        if generation is None:
+            self.generations.pop(consumer, None)
+        else:
+            self.generations[consumer] = generation
 
     def removed(self, consumer: str, held: ByProvider, providers: Iterable[str]) -> None:
         """``consumer``, holding ``held``, had its part on ``providers`` removed by one ``PUT``.
@@ -74,6 +87,7 @@ class OwnWrites:
             self.moves.update(set(held))
         kept = self.wrote.get(consumer, {})
         self.wrote[consumer] = {rp: a for rp, a in kept.items() if rp not in gone}
+        self.generations.pop(consumer, None)
 
     def confirm(
         self, mirror: Mirror, nodename: str, held: Mapping[str, ProviderAllocations]
@@ -105,13 +119,5 @@ class OwnWrites:
             before = held.get(rp)
             if before is None or before.generation != old:
                 continue  # the audit's copy is older than the mirror's: read it next time
-            consumers = dict(before.consumers)
-            for consumer, allocations in self.wrote.items():
-                if rp in allocations:
-                    consumers[consumer] = dict(allocations[rp])
-                else:
-                    consumers.pop(consumer, None)
-            # what the audit wrote has a consumer generation it does not know
-            known = {c: g for c, g in before.consumer_generations.items() if c not in self.wrote}
-            taken[rp] = ProviderAllocations(new, consumers, known)
+            taken[rp] = before.with_parts(rp, self.wrote, new, self.generations)
         return taken

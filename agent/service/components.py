@@ -138,7 +138,7 @@ def start(
         # The embedded Placement is SQLite in this process: one request at a time.
         in_flight = 1 if prepared.remote is None else conf.placement.max_concurrent_requests
         report = ReportClient(client, state, max_concurrent_requests=in_flight)
-        report.mirror.roots.nova_compute_beside = prepared.beside_nova
+        report.nova_compute_beside(prepared.beside_nova)
         tracker = ResourceTracker(conf, prepared.driver, report, state)
         components = Components(conf, tracker, stack.pop_all())
     driver = prepared.driver

@@ -196,9 +196,9 @@ class Service:
             self._apply_reload()
         assert self.tracker is not None
         startup = not self._started_ok
-        client = self.tracker.report.client
+        report = self.tracker.report
         try:
-            with Progress("resource-tracking cycle", count=client.total_requests):
+            with Progress("resource-tracking cycle", count=report.requests):
                 outcome = self.tracker.update_available_resource(startup)
         except (ReshapeNeeded, ReshapeFailed) as exc:
             self._fatal(startup, exc)
@@ -301,7 +301,7 @@ class Service:
                     self.notifier.watchdog()
         finally:
             self.notifier.stopping()
-            abort = self.tracker.report.client.abort if self.tracker is not None else None
+            abort = self.tracker.report.abort_event if self.tracker is not None else None
             join_worker(self._worker, self.conf.stop_timeout, abort)
         return self.exit_code
 

@@ -19,12 +19,12 @@ from prometheus_client import (
     disable_created_metrics,
 )
 
+from agent.audit.consumer_state import State
 from agent.model import ownership
 from agent.model.exceptions import AgentError
 from agent.model.provider_tree import ProviderTree
 from agent.model.yields import KINDS
 from agent.shape.layout import OWNER_TRAIT
-from agent.tracker.consumer_state import State
 
 if TYPE_CHECKING:
     from agent.placement.client import RequestEvent

@@ -78,6 +78,23 @@ COMPUTE_OPTS: list[cfg.Opt] = [
         "moving, is kept: nova's migration records carry no consumer type and hold the "
         "source host's share during a resize or live migration (docs/service.md).",
     ),
+    cfg.IntOpt(
+        "absent_instance_timeout",
+        default=3600,
+        min=0,
+        help="Seconds an instance must have been absent from this host (its domain gone), "
+        "as found by at least two periodic audits, before the agent removes this host's "
+        "part of an allocation another writer made (nova's scheduler, conductor or "
+        "heal_allocations). nova's own operations on one host leave the domain absent while "
+        "the allocation stays live (a resize revert, an unshelve's image download and "
+        "spawn, a rebuild, an evacuation's clean-up), and a removal inside one fails it; "
+        "nova removes its own allocations on delete, so the agent's removal only repairs a "
+        "leak, which costs little when late. An event never counts, and any write of the "
+        "consumer by another writer starts the wait again. An allocation the agent wrote "
+        "itself, still as it wrote it, is removed at the first audit that finds the "
+        "instance gone. The default is twice nova's [DEFAULT] long_rpc_timeout (1800 s), "
+        "the longest nova waits on one step of those operations (docs/service.md).",
+    ),
     cfg.BoolOpt(
         "rewrite_differing_allocations",
         default=False,

@@ -62,7 +62,7 @@ def cpu_memory_providers(tree: ProviderTree, providers: Iterable[str]) -> set[st
 
     Every instance holds something on one of them (the compute node, or the
     NUMA cells when NUMA is modelled): the allocation audit reads them on
-    every cycle (agent.tracker.audit_read).
+    every cycle (agent.audit.audit_read).
     """
     return {u for u in providers if CPU_MEMORY_CLASSES & set(tree.data(u).inventory)}
 

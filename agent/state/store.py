@@ -362,7 +362,7 @@ class StateStore:
     def consumers(self, nodename: str) -> dict[str, Any] | None:
         """The allocation audit's record of ``nodename``, or None.
 
-        Stored as :func:`agent.tracker.record_json.dump` writes it:
+        Stored as :func:`agent.audit.record_json.dump` writes it:
         ``{"instances": [consumer UUID], "unknown": {consumer UUID: first seen,
         seconds since the epoch}, "held": {provider UUID: {consumer UUID:
         {resource class: amount}}}, "generations": {provider UUID: generation}}``.

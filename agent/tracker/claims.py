@@ -9,7 +9,7 @@ already holds on providers that are not this agent's (the source host of a
 migration, a network agent's bandwidth provider) is kept
 (:func:`~agent.model.allocations.merge_ours`). The claim is in the audit's record, saved
 before the write is sent, as *claimed, building*
-(:mod:`agent.tracker.consumer_record`): the cycles keep it until the driver
+(:mod:`agent.audit.consumer_record`): the cycles keep it until the driver
 lists the instance (or ``[DEFAULT] instance_build_timeout`` passes).
 
 The caller holds the node's lock (:class:`agent.tracker.cycle.ResourceTracker`),
@@ -21,12 +21,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from agent.audit.audit import AllocationAudit
 from agent.model import ownership
 from agent.model.allocations import ConsumerAllocations, merge_ours
 from agent.model.exceptions import CapacityExceeded
 from agent.model.provider_tree import ProviderTree
 from agent.placement.report import ReportClient
-from agent.tracker.audit import AllocationAudit
 from agent.tracker.node_view import NodeViews
 from drivers.records import Instance
 
@@ -74,7 +74,8 @@ class InstanceClaims:
         shared = plan.without(owned)
         # Recorded before the write is sent: a failure after it leaks nothing.
         self.audit.claimed(nodename, instance.uuid, shared)
-        self._write(instance.uuid, plan, owned | set(shared), produces=view.produces)
+        generation = self._write(instance.uuid, plan, owned | set(shared), produces=view.produces)
+        self.audit.claim_written(nodename, instance.uuid, generation)
         LOG.info("instance %s: claimed %s on %s", instance.uuid, plan.allocations, nodename)
         return plan
 
@@ -85,7 +86,7 @@ class InstanceClaims:
         ours: set[str],
         keep: Iterable[str] = (),
         produces: frozenset[str] | None = None,
-    ) -> None:
+    ) -> int | None:
         """Write ``want`` on this host's providers, keeping what the consumer holds elsewhere.
 
         A read-edit-write with the consumer
@@ -99,6 +100,9 @@ class InstanceClaims:
             keep: providers in ``ours`` whose part stays as held.
             produces: the classes the planner produces (others are kept as held).
 
+        Returns:
+            The consumer generation the write produced (None: nothing written).
+
         Raises:
             PlacementError: Placement refused the write (e.g. it does not fit).
         """
@@ -110,7 +114,7 @@ class InstanceClaims:
             sent[:] = [merge_ours(held, want, ours, kept, produces=produces)]
             return sent[0]
 
-        self.report.edit_allocations(consumer, edit)
+        return self.report.edit_allocations(consumer, edit)
 
     def _check_capacity(self, tree: ProviderTree, plan: ConsumerAllocations) -> None:
         """Raise ``CapacityExceeded`` unless every amount of ``plan`` fits now."""

@@ -10,8 +10,8 @@ For every nodename the driver reports (DESIGN.md, "Data flow"):
    fatal), gone hardware still in use kept with ``reserved = total``
    (:mod:`agent.tracker.retained`), what is owned and shared;
 2. write what differs (``update_from_provider_tree``);
-3. audit the instances' allocations (read by :mod:`agent.tracker.audit_read`,
-   each consumer's state and rule by :mod:`agent.tracker.audit`); the
+3. audit the instances' allocations (read by :mod:`agent.audit.audit_read`,
+   each consumer's state and rule by :mod:`agent.audit.audit`); the
    consumers that hold nothing here yet are written with those of the other
    nodes, 100 per ``POST /allocations`` (:mod:`agent.tracker.new_allocations`),
    and each node's audit ends with what became of its own.
@@ -28,7 +28,6 @@ cycle never interleave on one node. What a cycle did is a
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import threading
 import time
@@ -36,6 +35,9 @@ from collections.abc import Callable, Generator, Mapping
 
 from oslo_config import cfg
 
+from agent.audit.audit import AllocationAudit
+from agent.audit.audit_decision import Listing
+from agent.audit.audit_result import AuditDraft, AuditRules, BulkWrites
 from agent.model.allocations import ConsumerAllocations
 from agent.model.exceptions import AgentError, ReshapeFailed, ReshapeNeeded
 from agent.placement.pool import Pool
@@ -43,10 +45,6 @@ from agent.placement.report import ReportClient
 from agent.shape.adapter import DriverAdapter
 from agent.shape.policy import policy_from_conf
 from agent.state.store import StateStore
-from agent.tracker import audit_read, record_json
-from agent.tracker.audit import AllocationAudit
-from agent.tracker.audit_decision import Listing
-from agent.tracker.audit_result import AuditDraft, AuditRules, BulkWrites
 from agent.tracker.claims import InstanceClaims
 from agent.tracker.new_allocations import NewAllocations, Pending
 from agent.tracker.node_view import NodeViews
@@ -84,11 +82,12 @@ class ResourceTracker:
         self.report = report
         self.state = state
         self.clock = clock
-        report.mirror.vouched.refresh_after = conf.compute.resource_provider_association_refresh
+        report.refresh_details_after(conf.compute.resource_provider_association_refresh)
         rules = AuditRules(
             remove_unknown_after=conf.compute.remove_unknown_allocations_after,
             build_grace=conf.instance_build_timeout,
             rewrite_drift=conf.compute.rewrite_differing_allocations,
+            absent_grace=conf.compute.absent_instance_timeout,
         )
         self.audit = AllocationAudit(report, state, rules, clock)
         # The driver's facts under the spec's calls, and one view of a node for all.
@@ -98,7 +97,7 @@ class ResourceTracker:
         )
         self.claims = InstanceClaims(self.views, report, self.audit)
         # Independent nodes synced as many at once as requests may be in flight.
-        self.nodes = Pool(report.pool.size, name="node")
+        self.nodes = Pool(report.in_flight, name="node")
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self.targeted = TargetedUpdates(self.views, report, self.audit)
@@ -125,11 +124,11 @@ class ResourceTracker:
             ReshapeFailed: ``POST /reshaper`` failed (fatal; Placement unchanged).
         """
         outcome = CycleOutcome(startup=startup, started=self.clock())
-        client = self.report.client
-        before = client.total_requests()
-        refused_before = client.keystone_failures()
+        report = self.report
+        before = report.requests()
+        refused_before = report.keystone_refusals()
         start = time.monotonic()
-        client.deadline = start + self.conf.cycle_timeout
+        report.set_deadline(start + self.conf.cycle_timeout)
         try:
             try:
                 nodenames = self.adapter.get_nodenames()
@@ -146,11 +145,11 @@ class ResourceTracker:
             self._close(gather)
             outcome.nodes.extend(synced)
         finally:
-            client.deadline = None
+            report.set_deadline(None)
         outcome.state_error = self.state.save_error or ""
         outcome.duration = time.monotonic() - start
-        outcome.requests = self.report.client.total_requests() - before
-        outcome.keystone_refused = client.keystone_failures() - refused_before
+        outcome.requests = report.requests() - before
+        outcome.keystone_refused = report.keystone_refusals() - refused_before
         (LOG.info if outcome.ok else LOG.warning)("%s", outcome.summary())
         return outcome
 
@@ -215,9 +214,8 @@ class ResourceTracker:
         # A moved generation that the node's allocations explain keeps the details; the
         # audit then takes what the vouch read (each fact read once per cycle).
         # The stored record is read once per cycle: by the vouch (if asked) and the audit.
-        stored = functools.cache(lambda: self.state.consumers(nodename) or {})
-        record = functools.cache(lambda: record_json.load(stored()))
-        reads = self.report.allocation_reads(lambda: audit_read.known(record()))
+        stored = self.audit.reader.stored(nodename)
+        reads = self.audit.reader.reads(stored)
         look = self.views.look(nodename, startup=startup, vouch=reads)
         tree = look.tree
         node.retained = sorted(tree.data(u).name for u in look.keep)
@@ -226,20 +224,7 @@ class ResourceTracker:
         node.problems.extend(node.sync.errors)
         node.providers = len(tree)
 
-        view = audit_read.refresh(
-            self.report,
-            self.state,
-            nodename,
-            look.owned,
-            look.cpu_providers,
-            look.sharing,
-            node.sync.new,
-            tree=tree.get_provider_uuids(),
-            reads=reads,
-            record=record(),
-            stored=stored(),
-        )
-        view.produces = look.produces
+        view = self.audit.reader.read(look.shape(node.sync.new), stored, reads)
         listed = self.adapter.list_instances(nodename)
         expected = look.plan(listed, held=view.held)
         # An instance the driver saw but could not read still runs: not gone.
@@ -317,9 +302,9 @@ class ResourceTracker:
                 (fatal, as in a cycle: a restart performs the reshape).
         """
         outcome = TargetedOutcome()
-        client = self.report.client
-        before = client.total_requests()
-        client.deadline = time.monotonic() + self.conf.cycle_timeout
+        report = self.report
+        before = report.requests()
+        report.set_deadline(time.monotonic() + self.conf.cycle_timeout)
         try:
             known = self.adapter.get_nodenames()
             devices = set(known) if None in batch.devices else batch.devices & set(known)
@@ -335,8 +320,8 @@ class ResourceTracker:
                 raise
             outcome.errors.append(f"{type(exc).__name__}: {exc}")
         finally:
-            client.deadline = None
-            outcome.requests = client.total_requests() - before
+            report.set_deadline(None)
+            outcome.requests = report.requests() - before
         return outcome
 
     def _targeted(

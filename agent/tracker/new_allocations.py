@@ -7,9 +7,9 @@ thousand nodes with one new instance each cost a thousand requests; gathered
 across the nodes of one cycle they cost ten (issue 28). "Plan, then
 execute", as neutron's placement report (``placement_report.py``,
 ``deferred_sync``) does: each node's audit decides
-(:meth:`~agent.tracker.audit.AllocationAudit.begin`), the cycle writes every node's new consumers
+(:meth:`~agent.audit.audit.AllocationAudit.begin`), the cycle writes every node's new consumers
 together, then each node's audit applies what became of its own
-(:meth:`~agent.tracker.audit.AllocationAudit.finish`).
+(:meth:`~agent.audit.audit.AllocationAudit.finish`).
 
 What each node keeps, as when it wrote alone:
 
@@ -58,10 +58,10 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from agent.audit.audit_result import BulkWrites
 from agent.model.allocations import ConsumerAllocations
 from agent.placement.consumers import BULK_BATCH
 from agent.placement.report import ReportClient
-from agent.tracker.audit_result import BulkWrites
 
 LOG = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class Pending:
     Attributes:
         nodename: the compute node.
         new: ``{consumer: allocations to write}``
-            (:attr:`~agent.tracker.audit_decision.AuditDecision.bulk`).
+            (:attr:`~agent.audit.audit_decision.AuditDecision.bulk`).
         complete: called once with ``bulk`` when every consumer of ``new``
             is answered (applies it, finishes the audit, releases the
             node's lock); must not raise.

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from agent.audit.audit_view import NodeShape
 from agent.model import ownership
 from agent.model.allocations import ByProvider, ConsumerAllocations
 from agent.model.exceptions import ReshapeNeeded
@@ -80,6 +81,19 @@ class NodeView:
     def produces(self) -> frozenset[str]:
         """The classes the planner gives instances on the owned providers."""
         return planned_classes(self.tree, self.owned)
+
+    def shape(self, created: Iterable[str] = ()) -> NodeShape:
+        """What the allocation audit needs of this node, as plain data (``created``: the
+        providers this cycle's writes created)."""
+        return NodeShape(
+            nodename=self.nodename,
+            owned=frozenset(self.owned),
+            cpu_providers=frozenset(self.cpu_providers),
+            tree=frozenset(self.tree.get_provider_uuids()),
+            sharing=self.sharing,
+            produces=self.produces,
+            created=frozenset(created),
+        )
 
     def plan(
         self, instances: Iterable[Instance], held: Mapping[str, ByProvider] | None = None
@@ -172,7 +186,7 @@ class NodeViews:
         """Give the adapter the child traits the state directory recorded, once per node."""
         if nodename in self._stored_traits:
             return
-        stored = {u: frozenset(t) for u, t in self.report.state.child_traits(nodename).items()}
+        stored = {u: frozenset(t) for u, t in self.report.child_traits(nodename).items()}
         self._stored_traits[nodename] = stored
         memory = self.adapter.child_traits.setdefault(nodename, {})
         for uuid, traits in stored.items():
@@ -187,27 +201,23 @@ class NodeViews:
             del memory[uuid]
         if memory != self._stored_traits.get(nodename):
             doc = {uuid: sorted(traits) for uuid, traits in sorted(memory.items())}
-            self.report.state.set_child_traits(nodename, doc)
+            self.report.set_child_traits(nodename, doc)
             self._stored_traits[nodename] = dict(memory)
 
     def _hypervisor_name(self, nodename: str) -> None:
         """Tell the mirror the hypervisor's name for a single-node host, once (a takeover
         of nova's compute node named after it, docs/deployment.md)."""
-        names = self.report.mirror.roots.hypervisor_names
-        if nodename in names or nodename in self._asked:
+        if self.report.hypervisor_named(nodename) or nodename in self._asked:
             return
         self._asked.add(nodename)
         if len(self.adapter.get_nodenames()) != 1:
             return  # nova names a node after the hypervisor only on a one-node host
-        self.report.mirror.roots.one_node.add(nodename)
-        alias = self.adapter.hypervisor_hostname()
-        if alias and alias != nodename:
-            names[nodename] = alias
+        self.report.single_node(nodename, self.adapter.hypervisor_hostname())
 
     def cached(self, nodename: str) -> NodeView:
         """The node as last read and laid out in this process, without a request if
         it was read (an event's targeted instance update)."""
-        tree = self.report.mirror.cached(nodename)
+        tree = self.report.cached_tree(nodename)
         if tree is None:  # no cycle read it yet in this process
             tree = self.report.get_provider_tree_and_ensure_root(nodename)
         keep = set(self.retained.get(nodename, ()))

@@ -166,14 +166,14 @@ def reshape_node(
     """
     if attempts < 1:
         raise ValueError(f"attempts must be at least 1, not {attempts}")
-    start = report.client.total_requests()
+    start = report.requests()
     tries = _Tries(report, driver, nodename, dry_run, tree)
     try:
         with driver.one_discovery(nodename):
             outcome = tries.run(attempts)
     except ReshapeFailed as exc:
         raise _advice(exc, attempts) from exc.__cause__
-    outcome.requests = report.client.total_requests() - start
+    outcome.requests = report.requests() - start
     return outcome
 
 
@@ -207,7 +207,7 @@ class _Tries:
         return retry_on_conflict(
             self.one,
             retries=attempts - 1,
-            sleep=self.report.writer.sleep,
+            sleep=self.report.conflict_sleep,
             what=f"POST /reshaper of node {self.nodename} (tree and allocations re-read)",
             is_conflict=_is_generation_conflict,
         )

@@ -9,13 +9,14 @@ driver is read again for just that, and only what differs is written
   (``ComputeDriver.read_instances``); its allocation is planned by the same
   rule as the cycle's (:func:`agent.shape.planning.plan_allocations`, sticky
   to the NUMA cell it holds, others' allocations taking room first) on the
-  tree as last read (no request), and the audit's states and rules apply
-  (:mod:`agent.tracker.audit`): one holding nothing here is written (heal),
-  one nova is moving is left alone, a drift is rewritten only when the
-  operator asked for it. An instance that is gone loses this host's part, if
-  the agent knew it (a consumer it never saw is the audit's business).
-  Cost: 1 request (the write of a new instance, or the read of a known
-  one), 2 when a known one is written.
+  tree as last read, and the audit decides by its one procedure on a new read
+  of the node's allocations (:meth:`agent.audit.audit.AllocationAudit.instances`,
+  issue 39): one holding nothing here is written (heal), one nova is moving is
+  left alone, a drift is rewritten only when the operator asked for it; an
+  instance gone loses this host's part only while the agent's own write (an
+  event never counts as an audit of another writer's allocation). Cost: one
+  read per CPU and memory provider, one per consumer it names as changed,
+  and the writes.
 - **devices of a node** (udev, a node device event, the fake host file):
   the node is discovered again and its tree written like a cycle's (one
   listing, then only the providers that differ; hardware gone while in use
@@ -28,16 +29,14 @@ Callers hold the node's lock (:class:`agent.tracker.cycle.ResourceTracker`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from agent.model.allocations import ConsumerAllocations
+from agent.audit.audit import AllocationAudit
+from agent.audit.audit_decision import Listing
 from agent.placement.report import ReportClient
 from agent.placement.writer import SyncResult
-from agent.tracker.audit import AllocationAudit
-from agent.tracker.consumer_record import ConsumerRecord
-from agent.tracker.node_view import NodeView, NodeViews
-from drivers.records import Instance
+from agent.tracker.node_view import NodeViews
 
 LOG = logging.getLogger(__name__)
 
@@ -115,44 +114,36 @@ class TargetedUpdates:
     def instances(self, nodename: str, uuids: Collection[str], outcome: TargetedOutcome) -> None:
         """Bring the allocations of the instances ``uuids`` of ``nodename`` in step.
 
-        The audit's states and rules, on the record as the last cycle left
-        it (:mod:`agent.tracker.audit`): a found instance is recorded before
-        any write; one holding nothing here is written many per ``POST
-        /allocations``, the refused and those holding something here are read
-        alone (*moving*: nothing written; drift: rewritten only with
-        ``rewrite_differing_allocations``); a gone one loses this host's part.
-        Failures of one instance are logged and added to ``outcome.errors``.
+        The allocation audit's one procedure (:meth:`AllocationAudit.instances`, issue
+        39), scoped to these instances: the node's allocations read anew (each CPU and
+        memory provider, and the consumers they name as changed: the same evidence a
+        cycle decides on), the instances read from the driver and planned by the
+        cycle's rule, the others of the record taken as still listed. A found
+        instance is recorded before any write; one holding nothing here is written,
+        unless nova is moving it (its CPU and memory elsewhere, or its share here on
+        nova's migration record); a drift is rewritten only with
+        ``rewrite_differing_allocations``; a vanished one becomes *gone*, its part here
+        removed only while it is the agent's own write: an event never counts as an
+        audit of another writer's allocation. Failures of one instance are logged and
+        added to ``outcome.errors``.
 
         Raises:
             PlacementUnavailable: Placement cannot be reached.
         """
         look = self.views.cached(nodename)
         found, unreadable = self.views.adapter.read_instances(nodename, uuids)
-        view = self.audit.view(nodename, look.owned, look.tree.get_provider_uuids())
-        view.produces = look.produces
-        vanished = {u for u in set(uuids) - set(found) - unreadable if view.record.known(u)}
-        plans = _plans(look, view.record, found)
-        result = self.audit.instances(view, set(found), vanished, plans, look.keep)
+        view = self.audit.reader.read(look.shape())
+        scope = frozenset(uuids)
+        present = (view.record.instances - scope) | set(found) | set(unreadable)
+        listing = Listing(
+            expected=look.plan(list(found.values()), view.held),
+            present=frozenset(present),
+            keep=frozenset(look.keep),
+            owners={u: (i.project_id, i.user_id) for u, i in found.items()},
+            unreadable=frozenset(unreadable),
+            scope=scope,
+        )
+        result = self.audit.instances(view, listing)
         outcome.written.extend(result.written)
         outcome.removed.extend(result.removed)
         outcome.errors.extend(result.errors)
-
-
-def _plans(
-    look: NodeView, record: ConsumerRecord, found: Mapping[str, Instance]
-) -> dict[str, ConsumerAllocations]:
-    """What each found instance should hold, by the cycle's rule, others where Placement
-    holds them.
-
-    Each instance planned is remembered in ``record`` (generation dropped:
-    read again next cycle) so the next one planned sees it.
-    """
-    plans: dict[str, ConsumerAllocations] = {}
-    for uuid in sorted(found):
-        held = record.by_consumer(look.owned)
-        plan = look.plan([found[uuid]], held).get(uuid)
-        if plan is not None:
-            plans[uuid] = plan
-            if not held.get(uuid):
-                record.held.planned_here(uuid, plan.on(look.owned), look.owned)
-    return plans

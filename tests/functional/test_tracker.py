@@ -71,7 +71,7 @@ def test_startup_on_empty_placement_writes_tree_and_every_allocation(setup):
 
 
 def test_steady_state_costs_the_listing_and_one_read_per_cpu_provider(setup):
-    """1 tree listing + the allocations of both NUMA cells (what agent.tracker.audit_read reads)."""
+    """1 tree listing + the allocations of both NUMA cells (what agent.audit.audit_read reads)."""
     s = setup
     assert s.cycle(startup=True).ok
     s.cycle()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from agent.model.allocations import ConsumerAllocations, ProviderAllocations
 from agent.model.provider_tree import ProviderTree
-from agent.placement.allocation_reads import AllocationReads, Known, with_consumers
+from agent.placement.allocation_reads import AllocationReads, Known, explains
 from agent.placement.pool import Pool
 
 CPU = {"VCPU": 1, "MEMORY_MB": 512}
@@ -112,11 +112,19 @@ def test_created_providers_hold_nothing_and_cost_no_read():
     assert placement.reads == []
 
 
-def test_with_consumers_replaces_each_changed_consumers_part():
+def test_with_parts_replaces_each_changed_consumers_part():
     before = ProviderAllocations(5, {"a": VF, "b": VF}, {"a": 1, "b": 1})
-    now = {
-        "a": ConsumerAllocations({CN: CPU}, generation=2),
-        "c": ConsumerAllocations({PF1: VF}, generation=1),
-    }
-    assert with_consumers(before, PF1, now, 7) == ProviderAllocations(7, {"b": VF, "c": VF})
-    assert with_consumers(before, PF1, now, 7).consumer_generations == {"b": 1, "c": 1}
+    now = {"a": {CN: CPU}, "c": {PF1: VF}}
+    derived = before.with_parts(PF1, now, 7, {"a": 2, "c": 1})
+    assert derived == ProviderAllocations(7, {"b": VF, "c": VF})
+    assert derived.consumer_generations == {"b": 1, "c": 1}
+
+
+def test_a_move_of_one_consumer_to_another_is_one_request():
+    """Issue 39, case 9: nova's move_allocations empties the instance and places the
+    migration record with its amounts in one POST (one generation move): with an operator's
+    write in the same interval (two moves), the pair explains one, so the details are read."""
+    old = ProviderAllocations(5, {"inst": CPU}, {"inst": 1})
+    moved = ProviderAllocations(6, {"mig": CPU}, {"mig": 1})
+    assert explains(old, moved)
+    assert not explains(old, ProviderAllocations(7, {"mig": CPU}, {"mig": 1}))

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import pytest
 
+from agent.audit import record_json
+from agent.audit.absence import Absence, Absences
+from agent.audit.audit_decision import Alone, Listing, decide, migration_records
+from agent.audit.audit_view import AuditView
+from agent.audit.authorship import Authorship
+from agent.audit.consumer_record import ConsumerRecord
+from agent.audit.held import HeldAllocations
 from agent.model.allocations import UNKNOWN, ConsumerAllocations, ProviderAllocations
-from agent.tracker import record_json
-from agent.tracker.audit_decision import Alone, Listing, decide, migration_records
-from agent.tracker.audit_read import AuditView
-from agent.tracker.consumer_record import ConsumerRecord
-from agent.tracker.held import HeldAllocations
 
 CN, PF, POOL, OTHER_CN = "cn", "pf", "pool", "other-cn"
 OWNER = ("project", "user")
@@ -26,15 +28,23 @@ def plan(allocations=None) -> ConsumerAllocations:
     return ConsumerAllocations(dict(PLAN if allocations is None else allocations), *OWNER)
 
 
-def view(held: dict[str, dict], record: ConsumerRecord | None = None, produces=None) -> AuditView:
+def view(
+    held: dict[str, dict], record: ConsumerRecord | None = None, produces=None, gens=None
+) -> AuditView:
     """A view whose record holds ``held`` (``{consumer: {provider: amounts}}``) on CN and PF,
-    stored as the last audit left it."""
+    stored as the last audit left it; ``gens``: ``{consumer: consumer generation}`` read."""
     record = record or ConsumerRecord()
     per_rp: dict[str, dict] = {CN: {}, PF: {}}
     for consumer, parts in held.items():
         for rp, amounts in parts.items():
             per_rp.setdefault(rp, {})[consumer] = amounts
-    record.held = HeldAllocations({rp: ProviderAllocations(1, c) for rp, c in per_rp.items()})
+    gens = gens or {}
+    record.held = HeldAllocations(
+        {
+            rp: ProviderAllocations(1, c, {k: gens[k] for k in c if k in gens})
+            for rp, c in per_rp.items()
+        }
+    )
     stored = record_json.dump(record)
     v = AuditView("node", record, {CN, PF}, stored, frozenset({CN, PF}))
     v.produces = produces
@@ -84,15 +94,36 @@ def test_a_class_the_planner_does_not_produce_is_kept_as_held_not_drift():
     assert decision.in_step == {"a"}
 
 
-def test_gone_the_agents_own_is_removed_another_writers_deferred_then_removed():
-    record = ConsumerRecord(
-        gone={"mine", "novas", "novas-again", "empty"}, wrote={"mine"}, deferred={"novas-again"}
+def test_gone_the_agents_own_is_removed_another_writers_waits_for_the_grace():
+    """Issue 39: the agent's own write goes at once while it is at the generation its write
+    produced; another writer's once absent past the grace over two periodic audits."""
+    absent = Absences(
+        {
+            "novas-past": Absence(since=0.0, audits=2),
+            "novas-once": Absence(since=0.0, audits=1),
+            "novas-young": Absence(since=950.0, audits=5),
+        }
     )
-    v = view({"mine": PLAN, "novas": PLAN, "novas-again": PLAN}, record)
-    decision = decide(v, listing({}), {})
-    assert decision.remove == ("mine", "novas-again")
-    assert decision.deferred == ("novas",)
+    gone = {"mine", "mine-rewritten", "novas-past", "novas-once", "novas-young", "empty"}
+    record = ConsumerRecord(
+        gone=gone, wrote=Authorship({"mine": 1, "mine-rewritten": 1}), absent=absent
+    )
+    holding = dict.fromkeys(gone - {"empty"}, PLAN)
+    v = view(holding, record, gens={"mine": 1, "mine-rewritten": 2})
+    decision = decide(v, listing({}), {}, now=1000.0, grace=100)
+    assert decision.remove == ("mine", "novas-past")
+    assert decision.deferred == ("mine-rewritten", "novas-once", "novas-young")
     assert decision.confirmed == ("empty",)
+
+
+def test_an_event_decides_within_its_scope_only():
+    """An event's instances: nothing outside the scope is decided (gone, unknown, drift)."""
+    record = ConsumerRecord(gone={"g"}, wrote=Authorship({"g": 1}), unknown={"u": 0.0})
+    v = view({"g": PLAN, "u": PLAN, "b": {CN: {"VCPU": 9}}}, record, gens={"g": 1})
+    scoped = Listing({"a": plan()}, frozenset({"a", "b"}), scope=frozenset({"a"}))
+    decision = decide(v, scoped, {}, remove_unknown_after=10, now=1000.0)
+    assert decision.bulk == {"a": plan()}
+    assert not decision.remove and not decision.drift and not decision.unknown_due
 
 
 def test_unknown_consumers_past_the_grace_are_due_migration_records_never():
@@ -108,7 +139,7 @@ def test_novas_migration_record_holding_the_share_makes_the_instance_moving():
     """The conductor's window: the instance holds nothing, a consumer without type of its
     project and user holds exactly its share here (nova's ``replace_allocation_with_migration``)."""
     v = view({"mig": PLAN})
-    assert migration_records(v, listing({"a": plan()})) == {"mig"}
+    assert migration_records(v, listing({"a": plan()})) == {"mig", "a"}
     nova = {"mig": ConsumerAllocations({CN: PLAN[CN]}, *OWNER, consumer_type=UNKNOWN)}
     decision = decide(v, listing({"a": plan()}), nova)
     assert "nova's migration record" in decision.moving["a"]
@@ -124,7 +155,7 @@ def test_a_new_instances_claim_of_the_same_amounts_is_no_record():
         "claim": ConsumerAllocations({CN: PLAN[CN]}, *OWNER),  # typed INSTANCE
         "mig": ConsumerAllocations({CN: PLAN[CN]}, *OWNER, consumer_type=UNKNOWN),
     }
-    assert migration_records(v, listing({"a": plan()})) == {"claim", "mig"}
+    assert migration_records(v, listing({"a": plan()})) == {"claim", "mig", "a"}
     assert "consumer mig" in decide(v, listing({"a": plan()}), read).moving["a"]
 
 
@@ -136,10 +167,31 @@ def test_a_record_holding_an_unplanned_class_too_still_explains_the_instance():
     assert decide(v, listing({"a": plan()}), nova).moving.keys() == {"a"}
 
 
-def test_last_seen_moving_and_no_record_is_read_alone():
-    decision = decide(view({}, ConsumerRecord(moving={"a"})), listing({"a": plan()}), {})
-    assert decision.alone == {"a": Alone.STILL_MOVING}
-    assert not decision.bulk
+def test_last_seen_moving_is_read_and_decided_by_what_it_holds():
+    v = view({}, ConsumerRecord(moving={"a"}))
+    assert migration_records(v, listing({"a": plan()})) == {"a"}
+    elsewhere = {"a": ConsumerAllocations({OTHER_CN: PLAN[CN]}, *OWNER, generation=3)}
+    assert "outside this node" in decide(v, listing({"a": plan()}), elsewhere).moving["a"]
+    nowhere = {"a": ConsumerAllocations({}, *OWNER, generation=4)}
+    decision = decide(v, listing({"a": plan()}), nowhere)
+    assert decision.alone == {"a": Alone.HEAL}
+    assert not decision.bulk and not decision.moving
+
+
+def test_one_record_goes_to_the_instance_holding_a_destination_claim():
+    """Issue 39, case 8: C resizing away (its claim on another compute node) and D, deleted
+    by an operator, both match the record here; C takes it, D is healed."""
+    v = view({"mig": PLAN})
+    reads = {
+        "mig": ConsumerAllocations({CN: PLAN[CN]}, *OWNER, consumer_type=UNKNOWN, generation=1),
+        "c": ConsumerAllocations({OTHER_CN: {"VCPU": 4, "MEMORY_MB": 1024}}, *OWNER, generation=3),
+        "d": ConsumerAllocations({}, *OWNER),
+    }
+    both = listing({"c": plan(), "d": plan()})
+    assert migration_records(v, both) == {"mig", "c", "d"}
+    decision = decide(v, both, reads)
+    assert decision.moving.keys() == {"c"}
+    assert decision.bulk == {"d": plan()}
 
 
 def test_deciding_changes_nothing():

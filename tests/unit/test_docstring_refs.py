@@ -268,15 +268,15 @@ def test_every_reference_in_bench_resolves(monkeypatch: pytest.MonkeyPatch):
 
 
 def test_a_short_name_resolves_on_the_class_then_the_module_and_a_wrong_one_does_not():
-    path = REPO / "agent" / "tracker" / "audit.py"
-    in_class = Ref(path, 1, "meth", "begin", "agent.tracker.audit", ("AllocationAudit",))
+    path = REPO / "agent" / "audit" / "audit.py"
+    in_class = Ref(path, 1, "meth", "begin", "agent.audit.audit", ("AllocationAudit",))
     assert resolve(in_class, path).__qualname__ == "AllocationAudit.begin"
-    dotted = Ref(path, 1, "meth", "AllocationAudit.begin", "agent.tracker.audit", ())
+    dotted = Ref(path, 1, "meth", "AllocationAudit.begin", "agent.audit.audit", ())
     assert resolve(dotted, path) is resolve(in_class, path)
     with pytest.raises(LookupError):
-        resolve(Ref(path, 1, "meth", "begin", "agent.tracker.audit", ()), path)
+        resolve(Ref(path, 1, "meth", "begin", "agent.audit.audit", ()), path)
     with pytest.raises(LookupError):
-        resolve(Ref(path, 1, "meth", "AllocationAudit.no_such", "agent.tracker.audit", ()), path)
+        resolve(Ref(path, 1, "meth", "AllocationAudit.no_such", "agent.audit.audit", ()), path)
 
 
 def test_absolute_relative_titled_and_outside_targets_resolve():
@@ -314,7 +314,7 @@ def test_broken_references_are_reported_with_file_line_and_text(tmp_path: Path):
         "class AllocationAudit:\n"
         '''    """See :meth:`begin` and :func:`agent.tracker.\n    audit.gone`."""\n'''
     )
-    checked, failures = broken([("agent.tracker.audit", path)])
+    checked, failures = broken([("agent.audit.audit", path)])
     assert checked == 4
     assert [f.split(": ", 2)[:2] for f in failures] == [
         [f"{path}:2", ":class:`NoSuchError`"],

@@ -1,8 +1,8 @@
 """The audit's record changes only through its own methods (issue 33).
 
-:class:`agent.tracker.consumer_record.ConsumerRecord` owns every transition of
+:class:`agent.audit.consumer_record.ConsumerRecord` owns every transition of
 what the audit remembers, as openstack/placement's ``objects/consumer.py``
-owns a consumer's; :class:`agent.tracker.held.HeldAllocations` owns its copy
+owns a consumer's; :class:`agent.audit.held.HeldAllocations` owns its copy
 of what Placement holds. So no other module of ``agent`` assigns, deletes or
 edits in place (``add``, ``pop``, ``[k] = v``, ``&=`` ...) a field of a
 record: read by the AST, any name ending in ``record`` counts as a record.
@@ -14,13 +14,15 @@ import ast
 import dataclasses
 from pathlib import Path
 
-from agent.tracker.consumer_record import ConsumerRecord
+from agent.audit.consumer_record import ConsumerRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 OWNERS = {
-    "agent/tracker/consumer_record.py",
-    "agent/tracker/held.py",
-    "agent/tracker/record_json.py",
+    "agent/audit/consumer_record.py",
+    "agent/audit/record_claims.py",
+    "agent/audit/record_gone.py",
+    "agent/audit/held.py",
+    "agent/audit/record_json.py",
 }
 FIELDS = {f.name for f in dataclasses.fields(ConsumerRecord)}
 EDITS = {

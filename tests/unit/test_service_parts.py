@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from agent.audit import record_json
+from agent.audit.consumer_record import ConsumerRecord as AuditRecord
+from agent.audit.held import HeldAllocations
 from agent.model.allocations import ProviderAllocations
 from agent.model.exceptions import ConfigError
 from agent.service.metrics import parse_listen
 from agent.service.notify import Notifier
-from agent.tracker import record_json
-from agent.tracker.consumer_record import ConsumerRecord as AuditRecord
-from agent.tracker.held import HeldAllocations
 
 
 @pytest.mark.parametrize(

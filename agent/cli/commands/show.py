@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.tree import Tree
 
+from agent.audit import record_json
 from agent.cli.commands.common import add_config_args, add_driver_args, add_format_arg, load_conf
 from agent.cli.output import Output, escape
 from agent.cli.render import provider_branch, provider_document
@@ -21,7 +22,6 @@ from agent.placement.yields import settle
 from agent.service.exit_codes import EXIT_DRIFT, EXIT_OK
 from agent.shape.adapter import DriverAdapter, adapt
 from agent.state.store import StateStore
-from agent.tracker import record_json
 from drivers import load_driver
 
 NAME = "show"

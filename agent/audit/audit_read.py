@@ -30,170 +30,98 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Any
 
+from agent.audit import evidence
+from agent.audit.audit_view import AuditView, NodeShape, StoredRecord
+from agent.audit.consumer_record import ConsumerRecord
 from agent.model.allocations import ByProvider, ConsumerAllocations, ProviderAllocations
 from agent.placement.allocation_reads import (
     AllocationReads,
-    Known,
     changed_consumers,
 )
 from agent.placement.errors import NotFound
-from agent.placement.own_writes import OwnWrites
 from agent.placement.report import ReportClient
 from agent.state.store import StateStore
-from agent.tracker import evidence, record_json
-from agent.tracker.consumer_record import ConsumerRecord
 
 LOG = logging.getLogger(__name__)
 
 
-@dataclass
-class AuditView:
-    """One node's allocations as read at the start of an audit.
-
-    Attributes:
-        nodename: the compute node.
-        record: the audit record, refreshed from Placement.
-        owned: the providers of the node the agent owns.
-        tree: every provider of the node's tree (owned or not): CPU or memory
-            held outside it is held on another compute node.
-        produces: the classes the planner gives instances on the owned
-            providers (:func:`agent.shape.planning.planned_classes`); others
-            held there are kept by every write.
-        stored: the record as it was stored (to write only a changed one).
-        reads: providers whose allocations were read.
-        own: the audit's own allocation writes of this cycle (kept per node,
-            so nodes audited in parallel do not mix them).
-        store: the state directory the record is saved in (:meth:`save`).
-        before: ``{consumer: {provider: {rc: amount}}}`` on the owned
-            providers as the last audit saved them (``stored`` as given, before
-            this audit's saves): what each instance held here before
-            (:func:`agent.tracker.evidence.last_held`).
-    """
-
-    nodename: str
-    record: ConsumerRecord
-    owned: set[str]
-    stored: dict[str, Any]
-    tree: frozenset[str] = frozenset()
-    produces: frozenset[str] | None = None
-    reads: int = 0
-    own: OwnWrites = field(default_factory=OwnWrites)
-    store: StateStore | None = field(default=None, repr=False, compare=False)
-    before: dict[str, ByProvider] = field(init=False)
-
-    @classmethod
-    def load(
-        cls,
-        state: StateStore,
-        nodename: str,
-        owned: Iterable[str],
-        tree: Iterable[str],
-        record: ConsumerRecord | None = None,
-        stored: dict[str, Any] | None = None,
-    ) -> AuditView:
-        """The view of ``nodename`` with its record as stored in ``state``, saved there
-        (:meth:`save`).
-
-        Args:
-            owned: the node's providers the agent owns.
-            tree: every provider of the node's tree.
-            record: the record, loaded already this cycle from ``stored``.
-            stored: the stored record as read this cycle (read from ``state`` when None:
-                the state file is read once per cycle).
-        """
-        stored = stored if stored is not None else state.consumers(nodename) or {}
-        loaded = record if record is not None else record_json.load(stored)
-        mine = set(owned)
-        return cls(nodename, loaded, mine, stored, frozenset(tree) | mine, store=state)
-
-    def save(self, statuses: bool = False) -> None:
-        """Save the record in ``store`` when it changed since last stored (write-ahead).
-
-        Args:
-            statuses: a change of the consumers' statuses alone is saved too
-                (the audit's last save). They say what the last audit found,
-                for ``show`` and metrics, and are rebuilt by every audit: the
-                write-ahead saves before and between writes skip them, or an
-                unchanged node's record was written twice a cycle (issue 28).
-
-        Raises:
-            RuntimeError: the view was made without a state store (a programming error).
-        """
-        if self.store is None:
-            raise RuntimeError(f"node {self.nodename}: audit view without a state store")
-        doc = record_json.dump(self.record)
-        if doc == self.stored:
-            return
-        if statuses or _but_statuses(doc) != _but_statuses(self.stored):
-            self.store.set_consumers(self.nodename, doc)
-            self.stored = doc
-
-    def __post_init__(self) -> None:
-        self.before = evidence.last_held(self.stored, self.owned)
-
-    @cached_property
-    def held(self) -> dict[str, ByProvider]:
-        """``{consumer: {provider: {rc: amount}}}`` on the node's owned providers.
-
-        Computed once, after :func:`refresh` has read: the planner and
-        :func:`~agent.tracker.audit_decision.decide` both use it.
-        """
-        return self.record.by_consumer(self.owned)
-
-
-def known(record: ConsumerRecord) -> Known:
-    """What ``record`` says Placement held, as plain data for the Placement layer's reads:
-    the providers' allocations, and the consumers the agent itself may have written."""
-    return Known(dict(record.held), frozenset(record.instances | set(record.claims)))
-
-
-def refresh(
-    report: ReportClient,
-    state: StateStore,
-    nodename: str,
-    owned: set[str],
-    cpu_providers: set[str],
-    sharing: str | None = None,
-    created: Iterable[str] = (),
-    tree: Iterable[str] = (),
-    reads: AllocationReads | None = None,
-    record: ConsumerRecord | None = None,
-    stored: dict[str, Any] | None = None,
-) -> AuditView:
-    """Read what the module docstring says must be read this cycle.
+class AuditReader:
+    """The one place an audit's view of a node is built, for every trigger: a cycle, an
+    event's instances, a new decision after a conflict (module docstring: what is read).
 
     Args:
         report: the Placement façade.
-        state: the state directory (the node's :class:`ConsumerRecord`).
-        nodename: the compute node (its tree was listed this cycle).
-        owned: UUIDs of the providers of the node the agent owns.
-        cpu_providers: the owned providers that carry VCPU, PCPU or
-            MEMORY_MB inventory (read every cycle).
-        sharing: the shared-storage provider DISK_GB goes to, if any.
-        created: providers this cycle's writes created: recorded empty, not read
-            (:meth:`AllocationReads.created`).
-        tree: every provider of the node's tree (owned or not).
-        reads: this cycle's allocation reads of the node, which the mirror's vouch may
-            have begun: what was read is not read again (:class:`AllocationReads`).
-        record, stored: the node's record and its stored form as read this cycle
-            (default: from ``state``).
-
-    Returns:
-        An :class:`AuditView` for planning and :meth:`~.audit.AllocationAudit.begin`.
-    Raises:
-        PlacementUnavailable, PlacementError: a read failed (the cycle fails).
+        state: the state directory (the nodes' records).
     """
-    view = AuditView.load(state, nodename, owned, tree, record, stored)
+
+    def __init__(self, report: ReportClient, state: StateStore) -> None:
+        self.report = report
+        self.state = state
+
+    def stored(self, nodename: str) -> StoredRecord:
+        """``nodename``'s record as stored, read when first needed."""
+        return StoredRecord(self.state, nodename)
+
+    def reads(self, stored: StoredRecord) -> AllocationReads:
+        """A fresh set of the node's allocation reads (nothing read yet), for the mirror's
+        vouch and then :meth:`read` (:class:`AllocationReads`)."""
+        return self.report.allocation_reads(stored.known)
+
+    def read(
+        self,
+        shape: NodeShape,
+        stored: StoredRecord | None = None,
+        reads: AllocationReads | None = None,
+    ) -> AuditView:
+        """Read what the module docstring says must be read, into the record.
+
+        Args:
+            shape: the node's layout.
+            stored: the node's record (default: as stored now).
+            reads: the node's allocation reads of this cycle, which the vouch may have
+                begun (default: new ones: everything is read).
+
+        Returns:
+            The :class:`AuditView` the audit decides on.
+
+        Raises:
+            PlacementUnavailable, PlacementError: a read failed.
+        """
+        stored = stored or self.stored(shape.nodename)
+        view = AuditView.load(
+            self.state, shape.nodename, shape.owned, shape.tree, stored.record, stored.doc
+        )
+        view.produces = shape.produces
+        view.shape = shape
+        _refresh(self.report, view, shape, reads or self.reads(stored))
+        return view
+
+    def again(self, view: AuditView) -> AuditView:
+        """A new read of the node for the same record (a decision to make again after a
+        conflict, or after the consumer changed under the audit's write): every CPU and
+        memory provider read anew.
+
+        Raises:
+            RuntimeError: ``view`` was not made by :meth:`read` (a programming error).
+        """
+        if view.shape is None:
+            raise RuntimeError(f"node {view.nodename}: audit view without its node's shape")
+        stored = StoredRecord(self.state, view.nodename, view.record, view.stored)
+        again = self.read(view.shape, stored)
+        again.reads += view.reads
+        return again
+
+
+def _refresh(
+    report: ReportClient, view: AuditView, shape: NodeShape, reads: AllocationReads
+) -> None:
+    """Read the node's allocations into ``view.record`` (module docstring)."""
     record = view.record
-    if reads is None:
-        reads = report.allocation_reads(lambda: known(record))
-    generations = report.provider_generations(nodename)
+    generations = report.provider_generations(shape.nodename)
     read = _reader(reads, view, generations)
-    new = _owned_only(view, reads, created, generations)
+    new = _owned_only(view, reads, shape.created, generations)
+    cpu_providers = set(shape.cpu_providers)
     changed: set[str] | None = set()
     for rp in sorted((cpu_providers & view.owned) - new):
         fresh = read(rp)
@@ -204,19 +132,18 @@ def refresh(
     # Reading the changed consumers must cost less than reading every device provider.
     moved = bool(new & cpu_providers) or changed is None or len(changed) > len(devices)
     if not moved and changed:
-        _follow_consumers(reads, view, sorted(changed), devices, sharing)
+        _follow_consumers(reads, view, sorted(changed), devices, shape.sharing)
     for rp in devices:
         old = record.held.get(rp)
         if moved or old is None or old.generation != generations.get(rp):
             record.held.read(rp, read(rp))
-    _refresh_shared(read, view, _pools_to_read(record, view.tree, sharing, moved))
-    return view
+    _refresh_shared(read, view, _pools_to_read(record, view.tree, shape.sharing, moved))
 
 
 def _changed(record: ConsumerRecord, rp: str, fresh: ProviderAllocations) -> set[str] | None:
-    """:func:`changed_consumers` of ``rp``; those another writer rewrote are no longer the
-    agent's own writes in ``record``, and a removal deferred for them starts again
-    (:func:`rewritten`, :meth:`ConsumerRecord.deferral_restarted`).
+    """:func:`changed_consumers` of ``rp``; those another writer rewrote, or that a read no
+    longer finds there, are no longer the agent's own writes in ``record``, and the wait
+    of a gone one starts again (:func:`rewritten`, :meth:`ConsumerRecord.rewritten_by_others`).
 
     docs/service.md, *gone*: another writer's allocation is removed by the next audit
     that *still* finds it gone; one nova wrote since the audit that deferred it is not
@@ -225,8 +152,9 @@ def _changed(record: ConsumerRecord, rp: str, fresh: ProviderAllocations) -> set
     (issue 33, case 6: *gone* rests on evidence that survives a momentary absence)."""
     old = record.held.get(rp)
     others = rewritten(old, fresh)
+    if old is not None:
+        others |= set(old.consumers) - set(fresh.consumers)
     record.rewritten_by_others(others)
-    record.deferral_restarted(others)
     return changed_consumers(old, fresh)
 
 
@@ -275,12 +203,11 @@ def _follow_consumers(
             held = record.held.get(rp)
             if held is None:
                 continue
-            consumers = {c: a for c, a in held.consumers.items() if c != consumer}
-            if rp in now.allocations:
-                consumers[consumer] = dict(now.allocations[rp])
-            if consumers != held.consumers:
-                gens = {c: g for c, g in held.consumer_generations.items() if c != consumer}
-                record.held.read(rp, ProviderAllocations(held.generation, consumers, gens))
+            derived = held.with_parts(
+                rp, {consumer: now.allocations}, held.generation, {consumer: now.generation}
+            )
+            if derived.consumers != held.consumers:
+                record.held.read(rp, derived)
         _follow_shared(view, consumer, now.allocations, sharing)
 
 
@@ -347,7 +274,7 @@ def _refresh_shared(
     pool the record saw a part on), as Placement has it; a pool that is gone holds nothing.
 
     A consumer's part there is this host's share only while it holds something on
-    the host's own providers (its CPU and memory: :func:`agent.tracker.evidence.this_hosts_share`);
+    the host's own providers (its CPU and memory: :func:`agent.audit.evidence.this_hosts_share`);
     a listed instance nova moved elsewhere has its pool part go with the other host.
     Every pool the record names is read, not only the one the plan uses: with
     several pools in the aggregate nova's scheduler may put a disk on any of them,
@@ -368,7 +295,3 @@ def _refresh_shared(
             if consumer in found and consumer in ours:
                 parts[pool] = dict(found[consumer])
             record.pool_parts(consumer, parts)
-
-
-def _but_statuses(doc: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in doc.items() if k != "states"}

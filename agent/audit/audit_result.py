@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from agent.audit.audit_decision import GRACE, AuditDecision, Listing
+from agent.audit.audit_view import AuditView
+from agent.audit.consumer_record import ConsumerStatus
 from agent.placement.errors import PlacementError
-from agent.tracker.audit_decision import AuditDecision, Listing
-from agent.tracker.audit_read import AuditView
-from agent.tracker.consumer_record import ConsumerStatus
 
 LOG = logging.getLogger(__name__)
 
@@ -49,19 +49,22 @@ class AuditRules:
         build_grace: seconds (``[DEFAULT] instance_build_timeout``) a claim may go
             unlisted; 0 keeps it until listed or given back.
         rewrite_drift: ``[compute] rewrite_differing_allocations``.
+        absent_grace: seconds (``[compute] absent_instance_timeout``) a gone instance's
+            allocation another writer made stays (:mod:`agent.audit.absence`).
     """
 
     remove_unknown_after: int = 0
     build_grace: int = 0
     rewrite_drift: bool = False
+    absent_grace: int = GRACE
 
 
 @dataclass
 class AuditDraft:
     """One node's audit between its decision and the results of its writes in bulk.
 
-    Made by :meth:`~agent.tracker.audit.AllocationAudit.begin`, carried out by
-    :meth:`~agent.tracker.audit.AllocationAudit.finish` (the cycle writes many
+    Made by :meth:`~agent.audit.audit.AllocationAudit.begin`, carried out by
+    :meth:`~agent.audit.audit.AllocationAudit.finish` (the cycle writes many
     nodes' ``decision.bulk`` together in between).
 
     Attributes:

@@ -3,7 +3,7 @@
 The half of the audit's record that is a copy of Placement, not a judgement
 about consumers: ``{provider: ProviderAllocations}`` (the allocations and the
 provider generation of the read; None forces a read). The reads
-(:mod:`agent.tracker.audit_read`) and the audit's own writes change it only
+(:mod:`agent.audit.audit_read`) and the audit's own writes change it only
 through the methods of :class:`HeldAllocations`.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agent.model.allocations import ByProvider, ProviderAllocations
+from agent.model.allocations import ProviderAllocations
 
 
 class HeldAllocations(dict[str, ProviderAllocations]):
@@ -23,21 +23,6 @@ class HeldAllocations(dict[str, ProviderAllocations]):
             self.pop(rp, None)
         else:
             self[rp] = allocations
-
-    def planned_here(self, consumer: str, held: ByProvider, owned: Iterable[str]) -> None:
-        """``consumer`` now holds ``held`` on the ``owned`` providers (a targeted update's
-        plan or write): the next planning sees it there, and each provider it changed is
-        read again next cycle (its generation dropped)."""
-        for rp in owned:
-            known = self.get(rp)
-            consumers = dict(known.consumers) if known is not None else {}
-            if rp in held:
-                consumers[consumer] = dict(held[rp])
-            elif consumer in consumers:
-                del consumers[consumer]
-            else:
-                continue
-            self[rp] = ProviderAllocations(None, consumers)
 
     def read_again(self, providers: Iterable[str]) -> None:
         """The next audit reads ``providers``' allocations (their generation dropped)."""

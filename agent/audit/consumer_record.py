@@ -6,9 +6,9 @@ remembers about the consumers of a node (as openstack/placement's
 audit, claims and targeted updates call its methods and never edit its
 fields (tests/unit/test_record_transitions.py holds that). A method that
 puts a consumer in a state sets the state and its reason together
-(:mod:`agent.tracker.consumer_state`); a method whose name asks a question
+(:mod:`agent.audit.consumer_state`); a method whose name asks a question
 changes nothing. The record is kept in ``state_path`` (``consumers/NODE.json``,
-:mod:`agent.tracker.record_json`) and saved *before* a request that writes
+:mod:`agent.audit.record_json`) and saved *before* a request that writes
 an allocation is sent (write-ahead), so a failure at any instant after a
 write leaks nothing: an instance whose allocation was written is always in
 the record, and so is removed once it is gone.
@@ -19,16 +19,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from agent.audit.absence import Absences
+from agent.audit.authorship import Authorship
+from agent.audit.consumer_state import ConsumerStatus, Reason
+from agent.audit.held import HeldAllocations
+from agent.audit.record_claims import ClaimTransitions
+from agent.audit.record_gone import GoneTransitions
 from agent.model.allocations import ByProvider, by_consumer
-from agent.tracker.consumer_state import ConsumerStatus, Reason
-from agent.tracker.held import HeldAllocations
 
 
 @dataclass
-class ConsumerRecord:
+class ConsumerRecord(ClaimTransitions, GoneTransitions):
     """What the audit remembers about one node's consumers between cycles (``state_path``).
 
-    Fields are read freely; they are changed only by this class's methods.
+    Fields are read freely; they are changed only by this class's methods, those of
+    claims (:class:`~agent.audit.record_claims.ClaimTransitions`) and of gone
+    consumers (:class:`~agent.audit.record_gone.GoneTransitions`) among them.
 
     Attributes:
         instances: instances the driver listed in the last cycle (or a targeted
@@ -47,12 +53,16 @@ class ConsumerRecord:
             on providers outside the tree (the shared-storage provider).
         migrations: unknown consumers found to be typed ``MIGRATION``.
         wrote: instances whose allocation here the agent itself wrote (a claim,
-            a heal): removed as soon as they are gone.
-        deferred: gone instances whose allocation another writer made (nova's
-            scheduler), already found gone once: nova cleans up its own on
-            delete, confirm, revert and evacuation, so the agent removes them
-            only when a second audit still finds them (a revert's
-            ``move_allocations`` is never raced).
+            a heal), with the consumer generation its write produced
+            (:class:`~agent.audit.authorship.Authorship`): removed as soon as
+            they are gone while that is still their generation.
+        absent: gone consumers, each with how long and by how many periodic
+            audits it has been found absent (:class:`~agent.audit.absence.Absences`):
+            another writer's allocation is removed only once the grace has
+            passed (nova cleans up its own on delete, confirm, revert and
+            evacuation, and a revert's ``move_allocations`` is never raced).
+        inherited: gone consumers found without a record of the node (first start,
+            ``state_path`` lost): not known to have been instances here.
         drift: ``{consumer: the drift line last logged}``: a drift is logged
             once, again only when it changes.
         statuses: the state the last audit derived for each consumer, and
@@ -67,8 +77,9 @@ class ConsumerRecord:
     held: HeldAllocations = field(default_factory=HeldAllocations)
     shared: dict[str, ByProvider] = field(default_factory=dict)
     migrations: set[str] = field(default_factory=set)
-    wrote: set[str] = field(default_factory=set)
-    deferred: set[str] = field(default_factory=set)
+    wrote: Authorship = field(default_factory=Authorship)
+    absent: Absences = field(default_factory=Absences)
+    inherited: set[str] = field(default_factory=set)
     drift: dict[str, str] = field(default_factory=dict)
     statuses: dict[str, ConsumerStatus] = field(default_factory=dict)
 
@@ -106,63 +117,9 @@ class ConsumerRecord:
         self.instances.add(consumer)
         self.claims.pop(consumer, None)
         self.gone.discard(consumer)
-        self.deferred.discard(consumer)
+        self.inherited.discard(consumer)
+        self.absent.restart([consumer])
         self.unknown.pop(consumer, None)
-
-    def vanished(self, consumer: str) -> None:
-        """``consumer`` was an instance here and is no longer listed: *gone*."""
-        self.instances.discard(consumer)
-        self.moving.discard(consumer)
-        self.drift.pop(consumer, None)
-        self.gone.add(consumer)
-
-    # -- claims ------------------------------------------------------------------------
-
-    def claimed(self, consumer: str, when: float, shared: ByProvider | None = None) -> None:
-        """A claim through the tracker: *claimed, building* until listed.
-
-        Args:
-            when: seconds since the epoch.
-            shared: what the claim allocates outside the tree (sharing provider).
-        """
-        if consumer not in self.instances:
-            self.claims[consumer] = when
-        self.wrote.add(consumer)
-        self.gone.discard(consumer)
-        self.unknown.pop(consumer, None)
-        if shared:
-            self.shared[consumer] = dict(shared)
-
-    def claim_given_back(self, consumer: str) -> set[str]:
-        """The claim is given back (the spawn failed, or it was destroyed).
-
-        Returns:
-            The providers outside the tree it was given allocations on (to
-            clear along with this host's own).
-        """
-        shared = set(self.shared.pop(consumer, {}))
-        self.claims.pop(consumer, None)
-        self.wrote.discard(consumer)
-        self.instances.discard(consumer)
-        self.moving.discard(consumer)
-        self.gone.discard(consumer)
-        return shared
-
-    def expire_claims(self, now: float, grace: float) -> list[str]:
-        """Claims older than ``grace`` seconds become *gone* (0: never).
-
-        Returns:
-            The expired claims.
-        """
-        if not grace:
-            return []
-        expired = sorted(c for c, t in self.claims.items() if now - t >= grace)
-        for consumer in expired:
-            del self.claims[consumer]
-            self.gone.add(consumer)
-        return expired
-
-    # -- the audit: instances listed here ------------------------------------------
 
     def audit_begun(self) -> None:
         """A new audit of the node: the statuses of the last one are dropped (each
@@ -188,7 +145,7 @@ class ConsumerRecord:
 
         Args:
             pools: its part outside the tree as Placement holds it (on the pool
-                nova chose, :func:`agent.tracker.evidence.on_held_pools`): this
+                nova chose, :func:`agent.audit.evidence.on_held_pools`): this
                 host's share, compared without a read next time.
         """
         self._in_step(consumer)
@@ -196,15 +153,22 @@ class ConsumerRecord:
             self.pool_parts(consumer, pools)
         self._status(consumer, Reason.ALREADY_HELD)
 
-    def written(self, consumer: str, shared: ByProvider | None, bulk: bool = False) -> None:
+    def written(
+        self,
+        consumer: str,
+        shared: ByProvider | None,
+        generation: int | None,
+        bulk: bool = False,
+    ) -> None:
         """``consumer``'s allocation was written by the agent (a heal, a rewrite).
 
         Args:
             shared: its part outside the tree (the sharing provider's).
+            generation: the consumer generation the write produced (None: unknown).
             bulk: written in a ``POST /allocations`` of many (it held nothing here).
         """
         self.pool_parts(consumer, shared or {})
-        self.wrote.add(consumer)
+        self.wrote.wrote(consumer, generation)
         self._in_step(consumer)
         self._status(consumer, Reason.WRITTEN_IN_BULK if bulk else Reason.WRITTEN)
 
@@ -231,52 +195,6 @@ class ConsumerRecord:
         self.drift.pop(consumer, None)
         self._status(consumer, Reason.MOVING, why)
         return new
-
-    def rewritten_by_others(self, consumers: Iterable[str]) -> None:
-        """Another writer wrote ``consumers`` since the agent did (issue 33, case 6): their
-        allocation is no longer the agent's own, so a momentary absence of the domain
-        does not release it at once (:meth:`removal_due`)."""
-        self.wrote.difference_update(consumers)
-
-    def deferral_restarted(self, consumers: Iterable[str]) -> None:
-        """Another writer wrote ``consumers`` since their removal was deferred: the next
-        audit finding them gone is the first for this allocation (issue 33, case 6)."""
-        self.deferred.difference_update(consumers)
-
-    # -- the audit: consumers gone, claimed, or not instances --------------------------
-
-    def claims_reported(self) -> None:
-        """Every claim not listed yet is *claimed, building* (with when it was claimed)."""
-        for consumer, when in sorted(self.claims.items()):
-            self._status(consumer, Reason.CLAIMED, f"at {when:.0f}")
-
-    def removal_due(self, consumer: str) -> bool:
-        """Whether this audit removes gone ``consumer``'s part here (changes nothing).
-
-        True for an allocation the agent wrote, and for another writer's that an
-        earlier audit already found gone (:meth:`removal_deferred`).
-        """
-        return consumer in self.wrote or consumer in self.deferred
-
-    def removal_deferred(self, consumer: str) -> None:
-        """Gone ``consumer``'s allocation is another writer's (nova's scheduler): its
-        removal waits for the next audit that still finds it gone (nova cleans up its
-        own on delete, confirm, revert and evacuation)."""
-        self.deferred.add(consumer)
-        self._status(consumer, Reason.GONE_DEFERRED)
-
-    def removal_failed(self, consumer: str) -> None:
-        """Removing gone ``consumer``'s part failed: tried again next audit."""
-        self._status(consumer, Reason.GONE_RETRY)
-
-    def removal_confirmed(self, consumer: str) -> None:
-        """Placement holds nothing of ``consumer`` here any more (or never did)."""
-        self.gone.discard(consumer)
-        self.shared.pop(consumer, None)
-        self.unknown.pop(consumer, None)
-        self.claims.pop(consumer, None)
-        self.wrote.discard(consumer)
-        self.deferred.discard(consumer)
 
     def first_seen_unknown(self, consumer: str, now: float) -> float:
         """When ``consumer`` was first seen here as not an instance (``now`` if just now)."""
@@ -306,12 +224,13 @@ class ConsumerRecord:
         self.drift = {c: d for c, d in self.drift.items() if c in present}
         kept = self.instances | set(self.claims) | self.gone | present
         self.shared = {c: a for c, a in self.shared.items() if c in kept}
-        self.wrote &= kept
-        self.deferred &= self.gone
+        self.wrote = Authorship({c: g for c, g in self.wrote.items() if c in kept})
+        self.absent = Absences({c: a for c, a in self.absent.items() if c in self.gone})
+        self.inherited &= self.gone
 
     def pool_parts(self, consumer: str, parts: ByProvider) -> None:
         """``consumer``'s parts on providers outside the tree as read now (this host's
-        share of them, :func:`agent.tracker.evidence.this_hosts_share`); none: forgotten."""
+        share of them, :func:`agent.audit.evidence.this_hosts_share`); none: forgotten."""
         if parts:
             self.shared[consumer] = {rp: dict(a) for rp, a in parts.items()}
         else:
@@ -322,6 +241,3 @@ class ConsumerRecord:
     def _in_step(self, consumer: str) -> None:
         self.drift.pop(consumer, None)
         self.moving.discard(consumer)
-
-    def _status(self, consumer: str, reason: Reason, detail: str = "", drift: str = "") -> None:
-        self.statuses[consumer] = ConsumerStatus.of(consumer, reason, detail, drift)

@@ -5,8 +5,8 @@ deferred calls: :func:`decide` is a pure function of one node's view (what
 Placement holds, the record of the last audit), the driver's listing and
 plan, and the migration records read for the instances holding nothing here;
 :class:`AuditDecision` is its answer, which tests can assert without
-Placement, and which :meth:`agent.tracker.audit.AllocationAudit.begin` notes
-in the record and :meth:`~agent.tracker.audit.AllocationAudit.finish`
+Placement, and which :meth:`agent.audit.audit.AllocationAudit.begin` notes
+in the record and :meth:`~agent.audit.audit.AllocationAudit.finish`
 carries out. The rules are docs/service.md's ("Allocation audit").
 """
 
@@ -14,19 +14,23 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from agent.audit import evidence
+from agent.audit.audit_view import AuditView
 from agent.model.allocations import ByProvider, ConsumerAllocations
-from agent.tracker import evidence
-from agent.tracker.audit_read import AuditView
 
 
 class Alone(enum.StrEnum):
     """Why a listed instance is read and written alone (one read-edit-write)."""
 
-    STILL_MOVING = "last seen moving: written if no longer"
+    HEAL = "holds nothing here, known to Placement: its plan is merged in"
     ADD = "the plan's parts it holds nothing of are added"
     REWRITE = "drift, rewritten (rewrite_differing_allocations)"
+
+
+GRACE = 3600
+"""``[compute] absent_instance_timeout``'s default, seconds (:mod:`agent.audit.absence`)."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,11 @@ class Listing:
         owners: ``{instance: (project_id, user_id)}`` of the listed instances.
         unreadable: listed instances the driver could not read: neither
             written nor removed.
+        scope: the consumers this decision is about (an event's instances, the
+            consumers of a decision made again after a conflict); None: every
+            consumer of the node (a periodic audit). Outside it nothing is decided.
+        refused: consumers a write with a null consumer generation was refused for:
+            Placement knows them, so they are read before the decision.
     """
 
     expected: Mapping[str, ConsumerAllocations]
@@ -49,6 +58,22 @@ class Listing:
     keep: frozenset[str] = frozenset()
     owners: Mapping[str, evidence.Owner] = field(default_factory=dict)
     unreadable: frozenset[str] = frozenset()
+    scope: frozenset[str] | None = None
+    refused: frozenset[str] = frozenset()
+
+    def within(self, consumers: Iterable[str]) -> set[str]:
+        """Those of ``consumers`` this decision is about (:attr:`scope`)."""
+        found = set(consumers)
+        return found if self.scope is None else found & self.scope
+
+    def considered(self) -> list[str]:
+        """The readable listed instances this decision is about, sorted."""
+        return sorted(self.within(self.present - self.unreadable))
+
+    def again(self, consumers: Iterable[str], refused: Iterable[str] = ()) -> Listing:
+        """This listing, for a new decision about ``consumers`` alone (after a conflict);
+        ``refused``: those a null-generation write was refused for."""
+        return replace(self, scope=frozenset(consumers), refused=frozenset(refused))
 
 
 @dataclass(frozen=True)
@@ -86,11 +111,17 @@ class AuditDecision:
 
 
 def migration_records(view: AuditView, listing: Listing) -> set[str]:
-    """The consumers that may be nova's migration record of a listed instance holding
-    nothing here (:func:`contenders`); the audit reads each (``GET
-    /allocations/{consumer}``) before :func:`decide`."""
-    found = contenders(view, listing.present, _missing(view, listing))
-    return {r for records in found.values() for r in records}
+    """The consumers the audit reads (``GET /allocations/{consumer}``) before :func:`decide`:
+    those that may be nova's migration record of a listed instance holding nothing here
+    (:func:`contenders`), with those instances themselves (whether one holds a destination
+    claim elsewhere tells whose record it is, issue 39), and the instances last seen moving
+    or refused a null-generation write (Placement knows them: are they moving?)."""
+    missing = _missing(view, listing)
+    found = contenders(view, listing.present, missing)
+    records = {r for rs in found.values() for r in rs}
+    contending = {c for c, rs in found.items() if rs}
+    known = {c for c in missing if c in view.record.moving or c in listing.refused}
+    return records | contending | known
 
 
 def contenders(
@@ -134,66 +165,85 @@ def found_moving(
     view: AuditView,
     present: Collection[str],
     missing: Mapping[str, ConsumerAllocations],
-    records: Mapping[str, ConsumerAllocations],
+    reads: Mapping[str, ConsumerAllocations],
 ) -> dict[str, str]:
-    """``{instance: why}`` of those of ``missing`` nova's migration record explains:
-    they are *moving*.
+    """``{instance: why}`` of those of ``missing`` nova is moving: they are *moving*.
 
-    Among each instance's :func:`contenders`, as read in ``records``, only those
-    whose type and owner say they may be its record count
-    (:func:`agent.tracker.evidence.holds_its_share`: a new instance's claim of the
-    same amounts, typed or another owner's, is no record and must not win one by
-    sorting first); then one record explains one instance, by evidence
-    (:func:`agent.tracker.evidence.assign_records`).
+    An instance read (``reads``) that holds CPU or memory on another compute node is
+    moving (:func:`agent.audit.evidence.moving_reason`). Then migration records: among
+    each instance's :func:`contenders`, as read, only those whose type and owner say they
+    may be its record count (:func:`agent.audit.evidence.holds_its_share`: a new
+    instance's claim of the same amounts, typed or another owner's, is no record and must
+    not win one by sorting first); one record explains one instance, by evidence
+    (:func:`agent.audit.evidence.assign_records`), an instance holding a destination
+    claim elsewhere claiming its own first (issue 39, case 8).
     """
+    out = {
+        consumer: why
+        for consumer in sorted(missing)
+        if consumer in reads
+        and (why := evidence.moving_reason(reads[consumer], view.tree, view.owned))
+    }
     candidates = {
         consumer: [
             r
             for r in records_of
-            if r in records and evidence.holds_its_share(records[r], missing[consumer], r)
+            if r in reads and evidence.holds_its_share(reads[r], missing[consumer], r)
         ]
         for consumer, records_of in contenders(view, present, missing).items()
     }
-    assigned = evidence.assign_records(candidates, view.record.moving, view.before)
-    return {
-        consumer: evidence.holds_its_share(records[other], missing[consumer], other)
-        for consumer, other in assigned.items()
-    }
+    assigned = evidence.assign_records(candidates, view.record.moving | set(out), view.before)
+    for consumer, other in assigned.items():
+        out.setdefault(consumer, evidence.holds_its_share(reads[other], missing[consumer], other))
+    return out
 
 
 def decide(
     view: AuditView,
     listing: Listing,
-    records: Mapping[str, ConsumerAllocations],
+    reads: Mapping[str, ConsumerAllocations],
     rewrite: bool = False,
     remove_unknown_after: float = 0,
     now: float = 0,
+    *,
+    grace: float = GRACE,
 ) -> AuditDecision:
     """The audit's decision for one node (module docstring); no request, no change.
 
+    The same procedure for every trigger: a periodic audit (``listing.scope`` None), an
+    event's instances and a decision made again after a conflict (a scope): outside the
+    scope nothing is decided, and only a periodic audit counts absences
+    (:meth:`~agent.audit.consumer_record.ConsumerRecord.absences_counted`, before this).
+
     Args:
         view: the node's view, its record already told what the driver lists
-            (:meth:`~agent.tracker.consumer_record.ConsumerRecord.listed`).
+            (:meth:`~agent.audit.consumer_record.ConsumerRecord.listed`).
         listing: the driver's listing and plan.
-        records: ``{consumer: ConsumerAllocations}`` of the records
+        reads: ``{consumer: ConsumerAllocations}`` of the consumers
             :func:`migration_records` named, as read.
         rewrite: ``[compute] rewrite_differing_allocations``.
         remove_unknown_after: seconds; 0 never removes a consumer that is not
             an instance.
         now: seconds since the epoch.
+        grace: ``[compute] absent_instance_timeout``, seconds.
 
     Returns:
         The :class:`AuditDecision`.
     """
     record = view.record
     missing = _missing(view, listing)
-    moving = found_moving(view, listing.present, missing, records)
+    moving = found_moving(view, listing.present, missing, reads)
     alone, drift, in_step = _holding_here(view, listing, rewrite)
-    bulk = {c: w for c, w in missing.items() if c not in moving and c not in record.moving}
-    alone.update(
-        (c, Alone.STILL_MOVING) for c in sorted(missing) if c in record.moving and c not in moving
-    )
-    remove, deferred, confirmed = _gone(view)
+    # Placement knows these (read, or last seen moving and not read): a read-edit-write.
+    known = {
+        c
+        for c in missing
+        if (c in reads and reads[c].generation is not None)
+        or (c not in reads and c in record.moving)
+    }
+    alone.update((c, Alone.HEAL) for c in sorted(known - set(moving)))
+    bulk = {c: w for c, w in missing.items() if c not in moving and c not in known}
+    remove, deferred, confirmed = _gone(view, listing, grace, now)
     due, left = _unknown(view, listing, remove_unknown_after, now)
     return AuditDecision(
         bulk=without_kept(bulk, listing.keep),
@@ -222,8 +272,8 @@ def judge_here(
     ``(REWRITE, line)``, a drift (rewritten only when the operator says so).
 
     This host's share is compared: the plan's pool parts on the pools it holds the
-    class on (:func:`agent.tracker.evidence.on_held_pools`), classes the planner
-    does not produce left out (:func:`agent.tracker.evidence.planned_part`).
+    class on (:func:`agent.audit.evidence.on_held_pools`), classes the planner
+    does not produce left out (:func:`agent.audit.evidence.planned_part`).
     """
     want = want or ConsumerAllocations()
     managed = view.owned - set(keep)
@@ -249,7 +299,7 @@ def _holding_here(
     alone: dict[str, Alone] = {}
     drift: dict[str, str] = {}
     in_step: set[str] = set()
-    for consumer in sorted(listing.present - listing.unreadable):
+    for consumer in listing.considered():
         if not holds_here(view, consumer):
             continue
         verdict, line = judge_here(view, consumer, listing.expected.get(consumer), listing.keep)
@@ -281,19 +331,23 @@ def holds_here(view: AuditView, consumer: str) -> bool:
 
 def _holding_nothing(view: AuditView, listing: Listing) -> list[str]:
     """The readable listed instances that hold nothing here (:func:`holds_here`), sorted."""
-    return [c for c in sorted(listing.present - listing.unreadable) if not holds_here(view, c)]
+    return [c for c in listing.considered() if not holds_here(view, c)]
 
 
-def _gone(view: AuditView) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-    """``(remove, deferred, confirmed)`` of the record's gone consumers (docs/service.md)."""
+def _gone(
+    view: AuditView, listing: Listing, grace: float, now: float
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """``(remove, deferred, confirmed)`` of the record's gone consumers in scope
+    (docs/service.md): the agent's own write still at its generation is removed at once;
+    another writer's once absent past ``grace`` (:mod:`agent.audit.absence`)."""
     record = view.record
     remove: list[str] = []
     deferred: list[str] = []
     confirmed: list[str] = []
-    for consumer in sorted(record.gone):
+    for consumer in sorted(listing.within(record.gone)):
         if not holds_here(view, consumer):
             confirmed.append(consumer)
-        elif record.removal_due(consumer):
+        elif record.removal_due(consumer, view.generation_of(consumer), now, grace):
             remove.append(consumer)
         else:
             deferred.append(consumer)
@@ -303,10 +357,13 @@ def _gone(view: AuditView) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str,
 def _unknown(
     view: AuditView, listing: Listing, grace: float, now: float
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """``(past the grace, left alone)`` of the consumers here that are not instances."""
+    """``(past the grace, left alone)`` of the consumers here that are not instances (a
+    periodic audit's alone: an event says nothing of them)."""
     record = view.record
     due: list[str] = []
     left: list[str] = []
+    if listing.scope is not None:
+        return (), ()
     for consumer in sorted(set(view.held) - listing.present - set(record.claims) - record.gone):
         first = record.unknown.get(consumer, now)
         if consumer in record.migrations or not grace or now - first < grace:

@@ -1,4 +1,4 @@
-"""The stored form of a node's :class:`~agent.tracker.consumer_record.ConsumerRecord`
+"""The stored form of a node's :class:`~agent.audit.consumer_record.ConsumerRecord`
 (``state_path``/``consumers/NODE.json``).
 
 A record that cannot be parsed is not an error: the audit reads what it
@@ -11,10 +11,12 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from agent.audit.absence import Absence, Absences
+from agent.audit.authorship import Authorship
+from agent.audit.consumer_record import ConsumerRecord
+from agent.audit.consumer_state import ConsumerStatus, State
+from agent.audit.held import HeldAllocations
 from agent.model.allocations import ProviderAllocations, clean_by_provider
-from agent.tracker.consumer_record import ConsumerRecord
-from agent.tracker.consumer_state import ConsumerStatus, State
-from agent.tracker.held import HeldAllocations
 
 LOG = logging.getLogger(__name__)
 
@@ -38,8 +40,9 @@ def dump(record: ConsumerRecord) -> dict[str, Any]:
         },
         "shared": dict(sorted(record.shared.items())),
         "migrations": sorted(record.migrations),
-        "wrote": sorted(record.wrote),
-        "deferred": sorted(record.deferred),
+        "wrote": dict(sorted(record.wrote.items())),
+        "absent": {c: [a.since, a.audits] for c, a in sorted(record.absent.items())},
+        "inherited": sorted(record.inherited),
         "drift": dict(sorted(record.drift.items())),
         "states": {
             c: {"state": str(s.state), "why": s.why, "drift": s.drift}
@@ -73,8 +76,11 @@ def load(doc: Mapping[str, Any] | None) -> ConsumerRecord:
             ),
             shared={str(c): clean_by_provider(a) for c, a in doc.get("shared", {}).items()},
             migrations={str(c) for c in doc.get("migrations", [])},
-            wrote={str(c) for c in doc.get("wrote", [])},
-            deferred={str(c) for c in doc.get("deferred", [])},
+            wrote=_authorship(doc.get("wrote", {})),
+            inherited={str(c) for c in doc.get("inherited", [])},
+            absent=Absences(
+                {str(c): Absence(float(a[0]), int(a[1])) for c, a in doc.get("absent", {}).items()}
+            ),
             drift={str(c): str(d) for c, d in doc.get("drift", {}).items()},
             statuses={
                 str(c): ConsumerStatus(str(c), State(s["state"]), str(s["why"]), s["drift"])
@@ -84,3 +90,12 @@ def load(doc: Mapping[str, Any] | None) -> ConsumerRecord:
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         LOG.warning("allocation audit state is unusable (%s); reading it from Placement", exc)
         return ConsumerRecord()
+
+
+def _authorship(stored: Any) -> Authorship:
+    """The stored ``wrote``: ``{consumer: generation or None}``; a list (written before
+    issue 39, without generations) gives None for each: not provably the agent's own, so
+    a gone one waits for the grace (the safe side)."""
+    if isinstance(stored, Mapping):
+        return Authorship({str(c): None if g is None else int(g) for c, g in stored.items()})
+    return Authorship(dict.fromkeys((str(c) for c in stored), None))

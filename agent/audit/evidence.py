@@ -1,7 +1,7 @@
 """The evidence the allocation audit reads a consumer's state from (docs/service.md).
 
 Pure functions of what Placement answered and what the driver listed; the
-rules that act on the states are :mod:`agent.tracker.audit`'s.
+rules that act on the states are :mod:`agent.audit.audit`'s.
 
 Why CPU and memory: every instance holds VCPU or PCPU and MEMORY_MB, and in
 a nova cloud those classes live only on compute nodes and their NUMA cells.
@@ -273,7 +273,30 @@ def migration_guard(
     return set(owners.values()), bool(moving)
 
 
-def keep_unknown(held: ConsumerAllocations, protected: set[Owner], all_kept: bool) -> str:
+def keep_inherited(held: ConsumerAllocations, all_kept: bool) -> str:
+    """Why a consumer found without a record (first start, ``state_path`` lost) stays past
+    its grace, or "" to remove it.
+
+    Without a record a gone instance and nova's migration record look alike: both
+    untyped (nova writes at 1.28-1.36), both of an instance's owner, so the owner rule of
+    :func:`keep_unknown` would keep every gone instance of a project that still runs one
+    here for ever. What is left: typed ``MIGRATION``, and every one while an instance
+    listed here is *moving* (a record exists while its instance moves). A resize on this
+    host awaiting its confirmation when the record was lost is not told apart: its
+    migration record is removed after the grace (docs/service.md, "Allocation audit").
+    """
+    if held.consumer_type == MIGRATION:
+        return "typed MIGRATION: nova gives it back itself"
+    if all_kept:
+        return "an instance listed here is moving: it may be that move's migration record"
+    return ""
+
+
+def keep_unknown(
+    held: ConsumerAllocations,
+    protected: set[Owner],
+    all_kept: bool,
+) -> str:
     """Why an unknown consumer must stay (:func:`migration_guard`), or "" to remove it."""
     if held.consumer_type == MIGRATION:
         return "typed MIGRATION: nova gives it back itself"

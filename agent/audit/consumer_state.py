@@ -23,7 +23,7 @@ state                     evidence
 ========================  ==========================================================
 
 Every reason is a :class:`Reason` constant, set with its state by one method
-of :class:`agent.tracker.consumer_record.ConsumerRecord`; a detail that only
+of :class:`agent.audit.consumer_record.ConsumerRecord`; a detail that only
 the evidence knows (the provider holding a moving instance's CPU, the
 evidence keeping an unknown consumer) follows the reason after a colon.
 """
@@ -116,3 +116,13 @@ class ConsumerStatus:
             "why": self.why,
             "drift": self.drift,
         }
+
+
+class Noted:
+    """What the last audit found of each consumer, noted by the record's transitions (the
+    base of :class:`agent.audit.consumer_record.ConsumerRecord` and its parts)."""
+
+    statuses: dict[str, ConsumerStatus]
+
+    def _status(self, consumer: str, reason: Reason, detail: str = "", drift: str = "") -> None:
+        self.statuses[consumer] = ConsumerStatus.of(consumer, reason, detail, drift)

@@ -7,7 +7,7 @@ consumer it knows, so nothing is replaced blindly), a refused batch one by
 one by a read-edit-write that keeps every part on providers that are not
 the agent's; parts of the plan it holds nothing of are added; an allocation
 that differs otherwise is drift, rewritten only with ``[compute]
-rewrite_differing_allocations``. *moving* (:mod:`agent.tracker.evidence`):
+rewrite_differing_allocations``. *moving* (:mod:`agent.audit.evidence`):
 nothing is written. The targeted updates of events use the same rules
 (:mod:`agent.tracker.targeted`).
 """
@@ -17,15 +17,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 
+from agent.audit import evidence
+from agent.audit.audit_decision import Alone, without_kept
+from agent.audit.audit_result import AuditDraft, AuditResult, BulkWrites, failed
+from agent.audit.audit_view import AuditView
+from agent.audit.consumer_record import ConsumerRecord
+from agent.audit.removal import ours_of
 from agent.model.allocations import ByProvider, ConsumerAllocations, merge_ours
-from agent.placement.errors import PlacementError
+from agent.placement.errors import GenerationConflict, PlacementError
 from agent.placement.report import ReportClient
-from agent.tracker import evidence
-from agent.tracker.audit_decision import Alone, without_kept
-from agent.tracker.audit_read import AuditView
-from agent.tracker.audit_result import AuditDraft, AuditResult, BulkWrites, failed
-from agent.tracker.consumer_record import ConsumerRecord
-from agent.tracker.removal import ours_of
 
 LOG = logging.getLogger(__name__)
 
@@ -43,10 +43,15 @@ class ListedInstances:
     ) -> None:
         self.report = report
 
-    def apply(self, draft: AuditDraft, bulk: BulkWrites) -> None:
+    def apply(self, draft: AuditDraft, bulk: BulkWrites) -> list[str]:
         """Record what the bulk writes did, then read and write alone the instances the
-        decision names and the refused (:meth:`settle_one`); the record is saved after
-        each step.
+        decision names (:meth:`settle_one`); the record is saved after each step.
+
+        Returns:
+            The consumers to decide again on a new read: those of a batch refused (one of
+            them exists after all: a moving instance, an empty consumer; one does not fit)
+            and those whose write conflicted or found them changed since the decision
+            (issue 39: a retry is a new decision, never a replay of the old edit).
 
         Raises:
             Exception: ``bulk.error``, after the written batches are recorded
@@ -56,19 +61,16 @@ class ListedInstances:
         self.record_batches(view, decision.bulk, bulk.written, draft.result, draft.touched)
         if bulk.error is not None:
             raise bulk.error
-        alone = [*decision.alone.items(), *((c, None) for c in sorted(bulk.refused))]
-        for consumer, why in alone:
+        again = sorted(bulk.refused)
+        for consumer, why in decision.alone.items():
             want = draft.listing.expected[consumer]
-            draft.touched |= self.settle_one(
-                view,
-                consumer,
-                want,
-                draft.listing.keep,
-                draft.result,
-                rewrite=why is Alone.REWRITE,
-                add=why is Alone.ADD,
-            )
+            settled = self.settle_one(view, consumer, want, draft.listing.keep, draft.result, why)
+            if settled is None:
+                again.append(consumer)
+            else:
+                draft.touched |= settled
         view.save()
+        return again
 
     def settle_one(
         self,
@@ -77,50 +79,39 @@ class ListedInstances:
         want: ConsumerAllocations,
         keep: Iterable[str],
         result: AuditResult,
-        rewrite: bool = False,
-        add: bool = False,
-    ) -> set[str]:
-        """Read one listed instance's consumer and write its plan if that is the rule.
+        why: Alone,
+    ) -> set[str] | None:
+        """Carry out the decision ``why`` for one listed instance: one read-edit-write.
 
-        One read-edit-write (:meth:`ReportClient.edit_allocations`): *moving*
-        writes nothing; holding nothing here (or nowhere) is healed by the
-        merging write; holding something here that differs is drift, written
-        only when ``rewrite``, or with ``add`` when what it holds here is all
-        in the plan (the missing parts are added). Returns the providers touched.
+        The decision was made on the view's read of the node; the write goes ahead
+        only while the consumer is as that read had it here (and a write with its
+        consumer generation is not refused): *moving* on this read writes nothing;
+        :attr:`~Alone.HEAL` merges the plan in; :attr:`~Alone.ADD` adds the plan's parts
+        it holds nothing of; :attr:`~Alone.REWRITE` (a drift, the operator asked) writes
+        the plan. Returns the providers touched, or None when the consumer changed
+        since the decision (a generation conflict, or its part here moved): the
+        caller decides again on a new read.
         """
         record = view.record
-        decided: list[str] = []
-        sent: list[ConsumerAllocations] = []
-        placed: list[ByProvider] = [want.without(view.owned)]
-        managed = view.owned - set(keep)
-
-        def edit(held: ConsumerAllocations) -> ConsumerAllocations | None:
-            decided[:] = [evidence.moving_reason(held, view.tree, view.owned)]
-            plan = _on_held_pools(want, held, view.tree)
-            placed[:] = [plan.without(view.owned)]
-            have = {**held.on(managed), **held.on(set(placed[0]))}
-            missing_only = add and evidence.only_missing(plan.allocations, have)
-            if decided[0] or (have and not rewrite and not missing_only):
-                sent.clear()
-                return None
-            ours = ours_of(view, consumer) | set(placed[0])
-            sent[:] = [merge_ours(held, plan, ours, keep, produces=view.produces)]
-            return sent[0]
-
+        edit = _Edit(view, consumer, want, keep, why)
         try:
-            wrote = self.report.edit_allocations(consumer, edit)
+            generation = self.report.edit_allocations(consumer, edit, retries=0)
+        except GenerationConflict:
+            return None
         except PlacementError as exc:
             failed(f"instance {consumer}: allocation not written", exc, result)
             return set()
-        if decided and decided[0]:
-            self.moving(record, consumer, decided[0], result)
+        if edit.stale:
+            return None
+        if edit.moving:
+            self.moving(record, consumer, edit.moving, result)
             return set()
-        if not wrote or not sent:
-            record.already_held(consumer, placed[0])
+        if generation is None or edit.sent is None:
+            record.already_held(consumer, edit.placed)
             return set()
-        record.written(consumer, placed[0])
+        record.written(consumer, edit.placed, generation)
         result.written.append(consumer)
-        view.own.put(consumer, sent[0].allocations)
+        view.own.put(consumer, edit.sent.allocations, generation)
         LOG.info("instance %s: allocation written (%s)", consumer, want.on(view.owned))
         view.save()
         return set(want.providers) | set(view.held.get(consumer, {}))
@@ -144,7 +135,7 @@ class ListedInstances:
 
         A batch Placement refuses with any 4xx (one of them exists after all:
         a moving instance, an empty consumer; one does not fit; a provider is
-        gone) is left for :meth:`settle_one`, consumer by consumer.
+        gone) is decided again on a new read, consumer by consumer (the caller).
         """
         if not new:
             return []
@@ -174,18 +165,66 @@ class ListedInstances:
             view.own.posted({c: wanted[c].allocations for c in batch})
             for consumer in batch:
                 want = wanted[consumer]
-                view.record.written(consumer, want.without(view.owned), bulk=True)
+                view.record.written(consumer, want.without(view.owned), 1, bulk=True)
                 result.written.append(consumer)
                 touched |= want.providers
             LOG.info("%d instance(s): allocations written together", len(batch))
             view.save()
 
 
+class _Edit:
+    """One listed instance's read-edit-write, deciding on the consumer as read now
+    (:meth:`ListedInstances.settle_one`); what it found is kept for the caller.
+
+    Attributes:
+        stale: the consumer's part here is not what the decision was made on.
+        moving: why it is moving on this read ("" when it is not).
+        placed: its part outside the tree as planned on this read.
+        sent: what was written, None when nothing was.
+    """
+
+    def __init__(
+        self,
+        view: AuditView,
+        consumer: str,
+        want: ConsumerAllocations,
+        keep: Iterable[str],
+        why: Alone,
+    ) -> None:
+        self.view = view
+        self.consumer = consumer
+        self.want = want
+        self.keep = set(keep)
+        self.why = why
+        self.basis = view.held.get(consumer, {})
+        self.stale = False
+        self.moving = ""
+        self.placed: ByProvider = want.without(view.owned)
+        self.sent: ConsumerAllocations | None = None
+
+    def __call__(self, held: ConsumerAllocations) -> ConsumerAllocations | None:
+        view = self.view
+        self.sent = None
+        if held.on(view.owned) != self.basis:
+            self.stale = True  # another writer since the audit's read: decide again
+            return None
+        self.moving = evidence.moving_reason(held, view.tree, view.owned)
+        plan = _on_held_pools(self.want, held, view.tree)
+        self.placed = plan.without(view.owned)
+        have = {**held.on(view.owned - self.keep), **held.on(set(self.placed))}
+        add = self.why is Alone.ADD and evidence.only_missing(plan.allocations, have)
+        if self.moving or (have and self.why is not Alone.REWRITE and not add):
+            return None
+        ours = ours_of(view, self.consumer) | set(self.placed)
+        self.sent = merge_ours(held, plan, ours, self.keep, produces=view.produces)
+        return self.sent
+
+
 def _on_held_pools(
     want: ConsumerAllocations, held: ConsumerAllocations, tree: Iterable[str]
 ) -> ConsumerAllocations:
     """``want`` with its pool parts on the pools ``held`` has them on
-    (:func:`agent.tracker.evidence.on_held_pools`)."""
+    (:func:`agent.audit.evidence.on_held_pools`)."""
     nodes = frozenset(tree)
     return want.with_allocations(
         evidence.on_held_pools(want.allocations, held.without(nodes), nodes)
