@@ -18,7 +18,7 @@ from drivers.host.mdev import discover_mdevs
 from drivers.host.memory import MemoryInfo, discover_memory
 from drivers.host.numa import NumaNode, discover_numa, numa_cells
 from drivers.host.nvidia import VendorGpu, read_vendor_gpus
-from drivers.host.nvml import MaxInstances, NvmlMaxInstances, no_maxima
+from drivers.host.nvml import NvmlVgpuTypes, VgpuTypes, no_vgpu_types
 from drivers.host.passthrough import discover_passthrough
 from drivers.host.pci import PciFunction, read_pci_functions
 from drivers.host.settings import HostSettings
@@ -72,7 +72,9 @@ def check_root(reader: SysfsReader) -> None:
 
 
 def discover_host(
-    settings: HostSettings, reader: SysfsReader | None = None, maxima: MaxInstances | None = None
+    settings: HostSettings,
+    reader: SysfsReader | None = None,
+    vgpu_types: VgpuTypes | None = None,
 ) -> Discovery:
     """Run every collector against ``reader`` (default: ``settings.sysfs_root``).
 
@@ -81,8 +83,9 @@ def discover_host(
     Args:
         settings: the host driver's settings.
         reader: the sysfs reader (default: one on ``settings.sysfs_root``).
-        maxima: vGPU maxima per GPU (:mod:`drivers.host.nvml`); default: NVML on the
-            live host, nothing on a captured tree (NVML would describe this machine).
+        vgpu_types: what NVML says of each GPU's vGPU types (:mod:`drivers.host.nvml`);
+            default: NVML on the live host, nothing on a captured tree (NVML would
+            describe this machine).
 
     Raises:
         ConfigError: ``cpu_dedicated_set`` / ``cpu_shared_set`` name CPUs
@@ -102,7 +105,7 @@ def discover_host(
         functions = with_vpd_serials(reader, functions, settings.specs)
     gpus = _mdev_gpus(reader, functions, settings)
     vendor_gpus = read_vendor_gpus(reader, functions)
-    vendor = _vendor_paths(reader, vendor_gpus, functions, settings, maxima)
+    vendor = _vendor_paths(reader, vendor_gpus, functions, settings, vgpu_types)
     exclude = frozenset(g.address for g in gpus) | {g.address for g in vendor_gpus}
     sriov = discover_sriov(functions, settings.specs, exclude, settings.report_in_placement)
     sriov += vendor.sriov_pfs
@@ -144,11 +147,12 @@ def _vendor_paths(
     vendor_gpus: Sequence[VendorGpu],
     functions: Mapping[str, PciFunction],
     settings: HostSettings,
-    maxima: MaxInstances | None,
+    vgpu_types: VgpuTypes | None,
 ) -> VendorPaths:
-    """The path of each vendor-VFIO GPU (:func:`vendor_paths`); the vGPU maxima from
-    ``maxima``, else NVML on a live host, else none known."""
-    if maxima is None and reader.is_live:
-        with NvmlMaxInstances(reader.warn) as nvml:
+    """The path of each vendor-VFIO GPU (:func:`vendor_paths`); the vGPU type facts from
+    ``vgpu_types``, else NVML on a live host, else none known."""
+    if vgpu_types is None and reader.is_live:
+        with NvmlVgpuTypes(reader.warn) as nvml:
             return vendor_paths(vendor_gpus, functions, settings, nvml, reader.warn)
-    return vendor_paths(vendor_gpus, functions, settings, maxima or no_maxima, reader.warn)
+    facts = vgpu_types or no_vgpu_types
+    return vendor_paths(vendor_gpus, functions, settings, facts, reader.warn)

@@ -100,10 +100,6 @@ class VendorGpu:
                 out.setdefault(vf.current, vf.current)
         return out
 
-    def holding(self, type_id: str) -> int:
-        """VFs holding a vGPU of ``type_id``."""
-        return sum(1 for vf in self.vfs if vf.current == type_id)
-
     def free_offering(self, type_id: str) -> int:
         """Free VFs (no vGPU) whose ``creatable_vgpu_types`` lists ``type_id`` now."""
         return sum(1 for vf in self.vfs if vf.current is None and type_id in vf.creatable)

@@ -71,9 +71,11 @@ DEVICES_OPTS: list[cfg.Opt] = [
         "kernel 6.8+), for a consumer that creates a vGPU by writing a type ID to a VF's "
         "nvidia/current_vgpu_type (not nova 34: its libvirt driver creates vGPUs only as "
         "mdevs, so a VGPU allocation there fails at spawn). The total of a GPU is the VFs "
-        "holding the type plus what can still be created, bounded by the type's maximum "
-        "instances per GPU (NVML, or vendor_vgpu_max_instances). Off: no VGPU on such "
-        "GPUs; nova 34 uses them through [pci] device_spec (see docs/host-driver.md).",
+        "holding the type plus what can still be created: within the type's maximum "
+        "instances per GPU (NVML, or vendor_vgpu_max_instances), the card's vGPU ceiling "
+        "(instances of every type count) and the framebuffer left (NVML, or the type names "
+        "in creatable_vgpu_types). Off: no VGPU on such GPUs; nova 34 uses them through "
+        "[pci] device_spec (see docs/host-driver.md).",
     ),
     cfg.DictOpt(
         "vendor_vgpu_max_instances",
@@ -81,7 +83,9 @@ DEVICES_OPTS: list[cfg.Opt] = [
         help="Maximum instances per GPU of each vendor-VFIO vGPU type, 'nvidia-<ID>:<N>' "
         "pairs (NVIDIA's vGPU type tables, 'nvidia-smi vgpu -s -v' Max Instances), e.g. "
         "'nvidia-1428:1,nvidia-1414:7' on an H200. Used over NVML's answer; without "
-        "either, a type gets no VGPU.",
+        "either, a type gets no VGPU. Without NVML, the card's vGPU ceiling and framebuffer "
+        "are read off these maxima (largest maximum; largest maximum x framebuffer): list "
+        "the card's smallest type too, e.g. 'nvidia-1552:32' (DC-2B) on an RTX PRO 6000.",
     ),
 ]
 

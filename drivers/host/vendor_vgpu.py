@@ -18,9 +18,11 @@ The two paths (docs/host-driver.md, "GPUs without mdev"):
 * **VGPU**, only with ``[devices] vendor_vgpu_inventory`` (a consumer that
   writes ``current_vgpu_type`` itself): a :class:`~drivers.records.Gpu` per
   GPU whose enabled types have a known maximum per GPU; a type's total is the
-  VFs holding it plus what can still be created (free VFs listing it, never
-  more than the maximum leaves), so ``[mdev_$(TYPE)] max_instances`` keeps
-  nova's meaning over true totals (:mod:`agent.shape.vgpu`).
+  VFs holding it plus what can still be created within the type's maximum,
+  the card's vGPU ceiling (instances of every type), the framebuffer left and
+  the free VFs listing it (:mod:`drivers.host.vgpu_capacity`), so
+  ``[mdev_$(TYPE)] max_instances`` keeps nova's meaning over true totals
+  (:mod:`agent.shape.vgpu`).
 * **none**: anything else, each VF with its reason.
 
 A GPU with a VF on the PCI path offers no VGPU: its capacity would be counted twice.
@@ -34,9 +36,10 @@ from types import MappingProxyType
 
 from drivers.host.device_spec import DeviceSpec, first_match
 from drivers.host.nvidia import VendorGpu, VendorVf
-from drivers.host.nvml import MaxInstances
+from drivers.host.nvml import VgpuTypes
 from drivers.host.pci import PciFunction
 from drivers.host.settings import HostSettings
+from drivers.host.vgpu_capacity import more_instances, type_table
 from drivers.records import Gpu, Mdev, MdevType, SriovPF
 
 PATH_PCI = "PCI"
@@ -163,35 +166,53 @@ def _pci_path(
     return record, paths
 
 
-def _type_total(gpu: VendorGpu, type_id: str, maximum: int) -> int:
-    """What more of ``type_id`` the GPU can create: its maximum less those held, at most
-    the free VFs listing it now (0 when none lists it: its capacity is used)."""
-    return max(0, min(maximum - gpu.holding(type_id), gpu.free_offering(type_id)))
-
-
-def _vgpu_path(
+def _vgpu_types(
     gpu: VendorGpu,
     settings: HostSettings,
-    maxima: MaxInstances,
+    names: Mapping[str, str],
+    vgpu_types: VgpuTypes,
     warn: Callable[[str], None],
-) -> tuple[Gpu | None, dict[str, VfPath]]:
-    """The GPU as a VGPU parent with true totals (``vendor_vgpu_inventory``), and each VF."""
-    names = gpu.names()
+) -> dict[str, MdevType]:
+    """Each enabled type the GPU names, with what more of it can be created
+    (:func:`~drivers.host.vgpu_capacity.more_instances`); a type without a known
+    maximum is left out, and where the framebuffer left is unknown none more is counted,
+    each with one warning."""
+    gpu_names = gpu.names()
+    wanted = [t for t in settings.enabled_mdev_types if t in gpu_names]
+    if not wanted:
+        return {}
     operator = dict(settings.vendor_vgpu_max_instances)
+    table = type_table(gpu, names, operator, vgpu_types(gpu.address, gpu_names))
     types: dict[str, MdevType] = {}
-    for type_id in settings.enabled_mdev_types:
-        if type_id not in names:
-            continue
-        maximum = operator.get(type_id) or maxima(gpu.address, type_id)
-        if maximum is None:
+    for type_id in wanted:
+        if table[type_id].max_instances is None:
             warn(
                 f"vGPU type {type_id} on GPU {gpu.address}: maximum instances per GPU unknown "
                 "(no NVML: install nvidia-ml-py with NVIDIA's vGPU manager); set [devices] "
                 f"vendor_vgpu_max_instances = {type_id}:<N>; no VGPU for it"
             )
             continue
-        available = _type_total(gpu, type_id, maximum)
-        types[type_id] = MdevType(type_id, names[type_id], available, "vfio-pci")
+        more = more_instances(gpu, type_id, table)
+        if isinstance(more, str):
+            warn(
+                f"vGPU type {type_id} on GPU {gpu.address}: the framebuffer left is unknown "
+                f"({more}); only the instances held are counted: install nvidia-ml-py with "
+                "NVIDIA's vGPU manager (nvmlVgpuTypeGetFramebufferSize)"
+            )
+            more = 0
+        types[type_id] = MdevType(type_id, gpu_names[type_id], more, "vfio-pci")
+    return types
+
+
+def _vgpu_path(
+    gpu: VendorGpu,
+    settings: HostSettings,
+    names: Mapping[str, str],
+    vgpu_types: VgpuTypes,
+    warn: Callable[[str], None],
+) -> tuple[Gpu | None, dict[str, VfPath]]:
+    """The GPU as a VGPU parent with true totals (``vendor_vgpu_inventory``), and each VF."""
+    types = _vgpu_types(gpu, settings, names, vgpu_types, warn)
     existing = tuple(
         Mdev(uuid=vf.address, type_id=vf.current, parent=gpu.address)
         for vf in gpu.vfs
@@ -263,7 +284,7 @@ def vendor_paths(
     gpus: Sequence[VendorGpu],
     functions: Mapping[str, PciFunction],
     settings: HostSettings,
-    maxima: MaxInstances,
+    vgpu_types: VgpuTypes,
     warn: Callable[[str], None],
 ) -> VendorPaths:
     """Decide every VF's path (module docstring) and build the records each path offers.
@@ -272,7 +293,7 @@ def vendor_paths(
         gpus: :func:`drivers.host.nvidia.read_vendor_gpus`.
         functions: every PCI function, by address.
         settings: device specs, ``enabled_mdev_types``, ``vendor_vgpu_*``.
-        maxima: a type's maximum instances per GPU (NVML), when the operator gives none.
+        vgpu_types: what NVML says of each GPU's vGPU types (:mod:`drivers.host.nvml`).
         warn: one line per problem (naming the GPU, the VFs and the fix).
 
     Returns:
@@ -280,6 +301,8 @@ def vendor_paths(
     """
     pfs, vgpus, out = [], [], {}
     unused: set[str] = set()
+    # A type ID names one type for the whole vGPU manager: a name any VF lists serves all.
+    names = {t: n for gpu in gpus for vf in gpu.vfs for t, n in vf.creatable.items()}
     for gpu in gpus:
         pf = functions[gpu.address]
         matched = {
@@ -297,7 +320,7 @@ def vendor_paths(
             for vf in gpu.vfs:
                 paths.setdefault(vf.address, _unmatched(gpu, vf))
         elif settings.vendor_vgpu_inventory:
-            gpu_record, paths = _vgpu_path(gpu, settings, maxima, warn)
+            gpu_record, paths = _vgpu_path(gpu, settings, names, vgpu_types, warn)
             vgpus += [gpu_record] if gpu_record is not None else []
         else:
             paths = _none_path(gpu)

@@ -14,6 +14,12 @@ The hosts (provenance: tests/fixtures/sysfs/README.md, "Vendor-VFIO vGPU hosts")
   mixed-size mode. ``0001:04:00.0`` fresh: every VF lists ``DC-2B`` (32 per GPU) and
   ``DC-48Q`` (2 per GPU). ``0001:c8:00.0`` used: ``c8:00.2`` and ``c8:00.3`` hold
   ``DC-48Q``, the others are header-only.
+* :data:`RTX_PRO_6000_MIXED` (issue 40): the same pair, ``0001:04:00.0`` fresh (every
+  VF lists ``DC-2B``, ``DC-4Q``, ``DC-48Q``), ``0001:c8:00.0`` in mixed-size mode holding
+  one ``DC-4Q`` (``c8:00.2``), one ``DC-48Q`` (``c8:00.3``) and one ``DC-2B``
+  (``c8:00.4``): 54 of 96 GiB used; its 45 free VFs list ``DC-2B`` and ``DC-4Q`` (what
+  fits in 42 GiB), not ``DC-48Q``. :data:`RTX_PRO_6000_MIXED_ALONE`: that GPU alone, so
+  no VF of the host names the ``DC-48Q`` it holds.
 * :data:`A100_MDEV`: an A100 PCIe (``10de:20f1``) whose 4 VFs are mdev parents
   (Ampere: vGPU through mdev on each VF), one VF holding an ``nvidia-470`` mdev:
   the contrast, nova's own vGPU path.
@@ -22,7 +28,9 @@ The hosts (provenance: tests/fixtures/sysfs/README.md, "Vendor-VFIO vGPU hosts")
 from __future__ import annotations
 
 import json
+import types
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -34,12 +42,14 @@ H200_141C, H200_1_18C = 1428, 1414
 H200_NAMES = {H200_1_18C: "NVIDIA H200X-1-18C", H200_141C: "NVIDIA H200X-141C"}
 H200_MAX = {f"nvidia-{H200_141C}": 1, f"nvidia-{H200_1_18C}": 7}
 
-RTX_DC_2B, RTX_DC_48Q = 1552, 1576
+RTX_DC_2B, RTX_DC_4Q, RTX_DC_48Q = 1552, 1556, 1576
 RTX_NAMES = {
     RTX_DC_2B: "NVIDIA RTX Pro 6000 Blackwell DC-2B",
     RTX_DC_48Q: "NVIDIA RTX Pro 6000 Blackwell DC-48Q",
 }
+RTX_DC_4Q_NAME = "NVIDIA RTX Pro 6000 Blackwell DC-4Q"
 RTX_MAX = {f"nvidia-{RTX_DC_2B}": 32, f"nvidia-{RTX_DC_48Q}": 2}
+RTX_MAX_MIXED = RTX_MAX | {f"nvidia-{RTX_DC_4Q}": 24}
 
 _CPUS = [(0, 0, 0), (1, 0, 1), (2, 0, 2), (3, 0, 3)]
 
@@ -100,6 +110,29 @@ def rtx_pro_6000() -> FakeHost:
     )
 
 
+def _rtx_mixed_gpu(address: str, numa: int) -> FakePci:
+    """An RTX PRO 6000 in mixed-size mode holding one DC-4Q, one DC-48Q and one DC-2B
+    (54 of 96 GiB): the 45 free VFs list what still fits, DC-2B and DC-4Q, not DC-48Q."""
+    fits = {RTX_DC_2B: RTX_NAMES[RTX_DC_2B], RTX_DC_4Q: RTX_DC_4Q_NAME}
+    vfs = {i: (0, fits) for i in range(48)}
+    vfs |= {0: (RTX_DC_4Q, {}), 1: (RTX_DC_48Q, {}), 2: (RTX_DC_2B, {})}
+    return _gpu(address, "2bb5", 48, 2, vfs, numa=numa)
+
+
+def rtx_pro_6000_mixed() -> FakeHost:
+    """:data:`RTX_PRO_6000_MIXED` (module docstring)."""
+    fresh = {i: (0, dict(RTX_NAMES) | {RTX_DC_4Q: RTX_DC_4Q_NAME}) for i in range(48)}
+    return FakeHost(
+        cpus=_CPUS,
+        pci=(_gpu("0001:04:00.0", "2bb5", 48, 2, fresh), _rtx_mixed_gpu("0001:c8:00.0", 1)),
+    )
+
+
+def rtx_pro_6000_mixed_alone() -> FakeHost:
+    """:data:`RTX_PRO_6000_MIXED_ALONE` (module docstring)."""
+    return FakeHost(cpus=_CPUS, pci=(_rtx_mixed_gpu("0001:c8:00.0", 0),))
+
+
 def a100_mdev() -> FakeHost:
     """:data:`A100_MDEV` (module docstring)."""
     a100 = FakePci(
@@ -122,12 +155,100 @@ def a100_mdev() -> FakeHost:
 
 
 H200_PAIR, RTX_PRO_6000, A100_MDEV = "h200-pair", "rtx-pro-6000", "a100-mdev"
+RTX_PRO_6000_MIXED, RTX_PRO_6000_MIXED_ALONE = "rtx-pro-6000-mixed", "rtx-pro-6000-mixed-alone"
 HOSTS = {
     H200_PAIR: h200_pair,
     "h200-fresh": h200_fresh,
     RTX_PRO_6000: rtx_pro_6000,
+    RTX_PRO_6000_MIXED: rtx_pro_6000_mixed,
+    RTX_PRO_6000_MIXED_ALONE: rtx_pro_6000_mixed_alone,
     A100_MDEV: a100_mdev,
 }
+
+
+class FakeNVMLError(Exception):
+    """Stands for ``pynvml.NVMLError``."""
+
+
+@dataclass
+class _FakeNvml:
+    """The answers of :func:`fake_pynvml` (its arguments) and the calls it was asked."""
+
+    gpus: Mapping[bytes, Mapping[int, int]]
+    framebuffer_gib: Mapping[int, int]
+    asked: list
+    placements: Mapping[tuple[bytes, int], tuple[Sequence[int], int]]
+    init_error: bool
+
+    def init(self) -> None:
+        if self.init_error:
+            raise FakeNVMLError("Driver Not Loaded")
+
+    def handle(self, bus_id: bytes) -> bytes:
+        self.asked.append(("handle", bus_id))
+        if bus_id not in self.gpus:
+            raise FakeNVMLError("Not Found")
+        return bus_id
+
+    def supported(self, handle: bytes) -> list[int]:
+        self.asked.append(("supported", handle))
+        return sorted(self.gpus[handle])
+
+    def max_instances(self, handle: bytes, type_id: int) -> int:
+        self.asked.append(("max", handle, type_id))
+        if type_id not in self.gpus[handle]:
+            raise FakeNVMLError("Not Supported")
+        return self.gpus[handle][type_id]
+
+    def framebuffer(self, type_id: int) -> int:
+        self.asked.append(("framebuffer", type_id))
+        if type_id not in self.framebuffer_gib:
+            raise FakeNVMLError("Invalid Argument")
+        return self.framebuffer_gib[type_id] << 30
+
+    def creatable(self, handle: bytes, type_id: int) -> types.SimpleNamespace:
+        self.asked.append(("placements", handle, type_id))
+        if (handle, type_id) not in self.placements:
+            raise FakeNVMLError("Not Supported")
+        ids, size = self.placements[(handle, type_id)]
+        return types.SimpleNamespace(count=len(ids), placementIds=list(ids), placementSize=size)
+
+
+def fake_pynvml(
+    gpus: Mapping[bytes, Mapping[int, int]],
+    framebuffer_gib: Mapping[int, int],
+    asked: list,
+    placements: Mapping[tuple[bytes, int], tuple[Sequence[int], int]] | None = None,
+    init_error: bool = False,
+) -> types.ModuleType:
+    """A stand-in for nvidia-ml-py's ``pynvml`` module: the functions and the error class the
+    agent calls, answering like NVML on the described GPUs.
+
+    Args:
+        gpus: PCI bus id -> {supported type number: Max Instances on that GPU}.
+        framebuffer_gib: type number -> framebuffer of one instance (GiB; NVML answers bytes).
+        asked: every call is appended to it, as ``(function, arguments...)``.
+        placements: ``(bus id, type number) -> (creatable placement ids, placement size)``;
+            None: the module has no ``nvmlDeviceGetVgpuTypeCreatablePlacements`` (an
+            nvidia-ml-py older than it); a pair not listed raises "Not Supported".
+        init_error: ``nvmlInit`` fails as on a host without the vGPU manager.
+    """
+    nvml = _FakeNvml(gpus, framebuffer_gib, asked, placements or {}, init_error)
+    lib = types.ModuleType("pynvml")
+    functions = {
+        "NVMLError": FakeNVMLError,
+        "nvmlInit": nvml.init,
+        "nvmlShutdown": lambda: asked.append(("shutdown",)),
+        "nvmlDeviceGetHandleByPciBusId": nvml.handle,
+        "nvmlDeviceGetSupportedVgpus": nvml.supported,
+        "nvmlVgpuTypeGetMaxInstances": nvml.max_instances,
+        "nvmlVgpuTypeGetFramebufferSize": nvml.framebuffer,
+    }
+    if placements is not None:
+        functions["nvmlDeviceGetVgpuTypeCreatablePlacements"] = nvml.creatable
+    for name, value in functions.items():
+        setattr(lib, name, value)
+    return lib
 
 
 def write_host(dest: Path, name: str) -> Path:

@@ -16,7 +16,6 @@ used), an A100 whose VFs are mdev parents. Through the host driver and the layou
 from __future__ import annotations
 
 import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -29,7 +28,7 @@ from agent.shape.policy import LayoutPolicy
 from drivers.device_views import REASON_VENDOR_VGPU_NOT_OFFERED, REASON_VF_OF_OFFERED
 from drivers.host import HostDriver
 from drivers.host.discovery import discover_host
-from drivers.host.nvml import NvmlMaxInstances
+from drivers.host.nvml import NvmlVgpuTypes
 from drivers.host.settings import HostSettings
 from drivers.records import Flavor, Instance
 from tests.helpers.sysfs_fixtures import make_conf, tree_of
@@ -40,6 +39,7 @@ from tests.helpers.vendor_vgpu import (
     RTX_DC_2B,
     RTX_DC_48Q,
     RTX_MAX,
+    fake_pynvml,
     nova_pci_providers,
     write_host,
 )
@@ -226,37 +226,6 @@ def test_max_instances_keeps_novas_meaning_over_true_totals(tmp_path):
     assert tree["cn1_pci_0001_c8_00_0"]["inv"] == {"VGPU": 2}
 
 
-class _NVMLError(Exception):
-    pass
-
-
-def fake_pynvml(maxima: dict[tuple[bytes, int], int], asked: list, init_error: bool = False):
-    """A stand-in for nvidia-ml-py's ``pynvml`` module: the four functions and the error
-    class the agent calls, answering like NVML on the described GPUs."""
-    lib = types.ModuleType("pynvml")
-    lib.NVMLError = _NVMLError
-
-    def init() -> None:
-        if init_error:
-            raise _NVMLError("Driver Not Loaded")
-
-    def handle(bus_id: bytes) -> bytes:
-        asked.append(("handle", bus_id))
-        return bus_id
-
-    def max_instances(handle: bytes, type_id: int) -> int:
-        asked.append(("max", handle, type_id))
-        if (handle, type_id) not in maxima:
-            raise _NVMLError("Not Supported")
-        return maxima[(handle, type_id)]
-
-    lib.nvmlInit = init
-    lib.nvmlShutdown = lambda: asked.append(("shutdown",))
-    lib.nvmlDeviceGetHandleByPciBusId = handle
-    lib.nvmlVgpuTypeGetMaxInstances = max_instances
-    return lib
-
-
 def _discover_with_nvml(root: Path, enabled: list[str]):
     settings = HostSettings(
         nodename="cn1",
@@ -266,17 +235,20 @@ def _discover_with_nvml(root: Path, enabled: list[str]):
         vendor_vgpu_inventory=True,
     )
     warnings: list[str] = []
-    with NvmlMaxInstances(warnings.append) as nvml:
-        discovery = discover_host(settings, maxima=nvml)
+    with NvmlVgpuTypes(warnings.append) as nvml:
+        discovery = discover_host(settings, vgpu_types=nvml)
     return discovery, discovery.warnings + tuple(warnings)
 
 
 def test_vgpu_maxima_read_through_nvml(tmp_path, monkeypatch):
     asked: list = []
-    answers = {(b"0000:18:00.0", H200_141C): 1, (b"0000:2a:00.0", H200_1_18C): 7}
-    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(answers, asked))
+    # NVML on a GPU in MIG mode lists its MIG-backed types only.
+    answers = {b"0000:18:00.0": {H200_141C: 1}, b"0000:2a:00.0": {H200_1_18C: 7}}
+    framebuffer = {H200_141C: 141, H200_1_18C: 18}
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(answers, framebuffer, asked))
     discovery, warnings = _discover_with_nvml(write_host(tmp_path, "h200-pair"), [T141C, T1_18C])
-    # (more that can be created, held): totals 1 and 7, the maxima NVML gave.
+    # (more that can be created, held): totals 1 and 7, the maxima NVML gave (the MIG
+    # GPU: 7 x 18 GiB of framebuffer, 2 x 18 held: 5 more).
     totals = {
         g.address: {t: (m.available_instances, len(g.mdevs)) for t, m in g.mdev_types.items()}
         for g in discovery.resources.gpus
@@ -295,7 +267,7 @@ def test_without_nvml_a_type_without_operator_maximum_gets_no_vgpu(tmp_path, mon
     (line,) = [w for w in warnings if "maximum instances per GPU unknown" in w]
     assert f"vendor_vgpu_max_instances = {T141C}:<N>" in line
 
-    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml({}, [], init_error=True))
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml({}, {}, [], init_error=True))
     discovery, warnings = _discover_with_nvml(tmp_path / "h200-fresh", [T141C])
     assert discovery.resources.gpus == ()
     assert any("NVML (nvidia-ml-py) cannot start: Driver Not Loaded" in w for w in warnings)
