@@ -59,7 +59,10 @@ class Reason(enum.StrEnum):
     DRIFT = "listed; allocation differs (drift)"
     MOVING = "listed; nova holds it elsewhere, nothing written"
     CLAIMED = "claimed, not listed yet"
-    GONE_DEFERRED = "no longer listed; nova wrote it: removed next audit unless nova does first"
+    GONE_DEFERRED = (
+        "no longer listed; another writer's: removed once absent past the grace, "
+        "unless it cleans up first"
+    )
     GONE_RETRY = "no longer listed; removal to be retried"
     MIGRATION = "typed MIGRATION: nova gives it back"
     LEFT_ALONE = "not an instance of this host: left alone"
