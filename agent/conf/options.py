@@ -213,8 +213,12 @@ COMPUTE_AGENT_OPTS: list[cfg.Opt] = [
         choices=[
             (
                 "auto",
-                "beside nova-compute when a process named nova-compute runs on this "
-                "host (psutil) when 'compute-agent run' starts",
+                "what this host shows when 'compute-agent run' starts: a process named "
+                "nova-compute, or an active unit of nova_compute_units in systemd, is "
+                "nova-compute beside the agent; no such process while every process of the "
+                "host is visible is none; otherwise (the shipped unit's "
+                "ProtectProc=invisible, a container's own PID namespace) the agent cannot "
+                "tell, and refuses what it would refuse beside nova-compute",
             ),
             (
                 "true",
@@ -223,12 +227,25 @@ COMPUTE_AGENT_OPTS: list[cfg.Opt] = [
             ),
             ("false", "the agent is the only writer of this host's provider tree"),
         ],
-        help="Whether nova-compute runs beside the agent on this host now. Beside it, "
-        "'compute-agent run' refuses the layouts nova-compute's resource tracker writes "
-        "back ([numa] model_in_placement) at start-up, and nova's node identity file "
+        help="Whether nova-compute runs beside the agent on this host now. Beside it, or "
+        "when 'auto' cannot tell, 'compute-agent run' refuses the layouts nova-compute's "
+        "resource tracker writes back ([numa] model_in_placement, [compute] "
+        "resource_class_renames, shared storage) at start-up. Beside it, nova's node "
+        "identity file "
         "(compute_id in nova_state_path) must be written when the agent creates the "
         "compute node. A compute_id file alone is not evidence: it stays after a takeover "
         "(docs/deployment.md, 'Beside nova-compute').",
+    ),
+    cfg.ListOpt(
+        "nova_compute_units",
+        default=["nova-compute.service", "openstack-nova-compute.service"],
+        help="systemd units that run nova-compute on this host, asked by nova_compute = "
+        "auto (systemctl show, over systemd's D-Bus API, which the unit's "
+        "ProtectProc=invisible does not hide): one in an active state is nova-compute "
+        "beside the agent. Debian and Ubuntu name it nova-compute.service, RDO and RHEL "
+        "openstack-nova-compute.service; add the unit that starts a nova-compute "
+        "container on this host. An inactive or missing unit is not evidence that "
+        "nova-compute does not run.",
     ),
     cfg.StrOpt(
         "nova_state_path",

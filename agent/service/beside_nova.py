@@ -20,73 +20,71 @@ back cannot live beside it (docs/deployment.md, "Beside nova-compute"):
   sharing provider - see bug #1784020").
 
 The evidence is ``[compute_agent] nova_compute``: ``true``/``false`` as the operator
-says, ``auto`` (the default) a process named ``nova-compute`` running on this host now
-(psutil). nova's ``compute_id`` file is not evidence: it stays after a takeover, when
-nova-compute no longer runs.
+says, ``auto`` (the default) what this host shows (:mod:`.nova_evidence`: processes,
+systemd). ``auto`` refuses those layouts unless nova-compute is absent by positive
+evidence: "cannot tell" (the shipped unit's ``ProtectProc=invisible``, a container's own
+PID namespace) refuses them too, in one line saying how to declare ``nova_compute =
+false``.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from typing import Protocol
 
-import psutil
 from oslo_config import cfg
 
 from agent.model.exceptions import ConfigError
+from agent.service.nova_evidence import UNKNOWN, NovaEvidence, gather
 from drivers.records import HostResources
 
 LOG = logging.getLogger(__name__)
 
-PROC = "/proc"
-"""Where processes are listed (psutil reads it too); PID 1 is hidden when other users'
-processes are."""
-
-NOVA_COMPUTE = "nova-compute"
-"""nova-compute's console script (setup.cfg ``nova-compute = nova.cmd.compute:main``)."""
+DOCS = "(docs/deployment.md, 'Beside nova-compute')"
 
 
-def running_nova_compute() -> int | None:
-    """The PID of a process named nova-compute on this host (its name, or its first two
-    command-line words' base name: ``python3 /usr/bin/nova-compute``), or None."""
-    me = os.getpid()
-    for proc in psutil.process_iter(["pid", "name", "cmdline"]):
-        info = proc.info
-        if info["pid"] == me:
-            continue
-        words = [os.path.basename(w) for w in (info.get("cmdline") or [])[:2]]
-        if info.get("name") == NOVA_COMPUTE or NOVA_COMPUTE in words:
-            return int(info["pid"])
-    return None
-
-
-def nova_compute_beside(conf: cfg.ConfigOpts) -> tuple[bool, str]:
-    """Whether nova-compute runs beside the agent now, and the evidence in words.
+def nova_compute_beside(conf: cfg.ConfigOpts) -> NovaEvidence:
+    """Whether nova-compute runs beside the agent now, with the evidence in words.
 
     Returns:
-        ``(beside, evidence)``, e.g. ``(True, "[compute_agent] nova_compute = auto: pid 812
-        is nova-compute")``.
+        e.g. ``NovaEvidence("present", "[compute_agent] nova_compute = auto: pid 812 is
+        nova-compute")``.
     """
-    setting = conf.compute_agent.nova_compute
-    where = f"[compute_agent] nova_compute = {setting}"
-    if setting != "auto":
-        return setting == "true", where
-    pid = running_nova_compute()
-    if pid is not None:
-        return True, f"{where}: pid {pid} is nova-compute"
-    if not os.path.exists(os.path.join(PROC, "1")):
-        # hidepid / systemd's ProtectProc=invisible: other users' processes are not listed,
-        # so their absence says nothing (the shipped unit runs so).
-        LOG.warning(
-            "%s cannot tell whether nova-compute runs here: other users' processes are "
-            "hidden from this process (/proc mounted with hidepid, or the unit's "
-            "ProtectProc=invisible); taken as not running. Set [compute_agent] nova_compute "
-            "= true or false (docs/deployment.md, 'Beside nova-compute')",
-            where,
+    section = conf.compute_agent
+    return gather(section.nova_compute, section.nova_compute_units)
+
+
+def note_unknown(evidence: NovaEvidence) -> None:
+    """Say at INFO that the agent cannot tell, once no layout was refused for it (a
+    refusal says it in its own line)."""
+    if evidence.state == UNKNOWN:
+        LOG.info(
+            "cannot tell whether nova-compute runs here (%s): the layouts its resource "
+            "tracker writes back would be refused, none is configured; declare "
+            "[compute_agent] nova_compute = true or false %s",
+            evidence.words,
+            DOCS,
         )
-        return False, f"{where}: other users' processes are hidden, none seen"
-    return False, f"{where}: no nova-compute process runs"
+
+
+def _refused(evidence: NovaEvidence) -> str:
+    """``refused beside nova-compute (...)``, or refused because the agent cannot tell."""
+    if evidence.state == UNKNOWN:
+        return (
+            "refused while the agent cannot tell whether nova-compute runs on this host "
+            f"({evidence.words})"
+        )
+    return f"refused beside nova-compute ({evidence.words})"
+
+
+def _declare(evidence: NovaEvidence) -> str:
+    """The way out when the agent cannot tell: declare that nova-compute does not run here."""
+    if evidence.state != UNKNOWN:
+        return ""
+    return (
+        "; if nova-compute does not run on this host, declare it in compute-agent.conf: "
+        "[compute_agent] nova_compute = false"
+    )
 
 
 class HostNamed(Protocol):
@@ -100,7 +98,7 @@ class HostNamed(Protocol):
     def laid_out_resources(self, nodename: str) -> HostResources: ...
 
 
-def check_name(adapter: HostNamed, evidence: str) -> None:
+def check_name(adapter: HostNamed, evidence: NovaEvidence) -> None:
     """The agent's nodename must be the name nova-compute gives the compute node.
 
     nova 34 names a libvirt compute node after libvirt's hostname
@@ -119,42 +117,42 @@ def check_name(adapter: HostNamed, evidence: str) -> None:
     if hostname and hostname != nodenames[0]:
         raise ConfigError(
             f"[DEFAULT] host = {nodenames[0]} is not libvirt's hostname {hostname}, the name "
-            f"nova-compute gives this compute node ({evidence}): set [DEFAULT] host = "
+            f"nova-compute gives this compute node ({evidence.words}): set [DEFAULT] host = "
             f"{hostname} in the agent's configuration (docs/deployment.md, "
             "'Beside nova-compute')"
         )
 
 
-def refuse_layouts(conf: cfg.ConfigOpts, evidence: str) -> None:
-    """Refuse the layouts nova-compute's resource tracker writes back (module docstring).
+def refuse_layouts(conf: cfg.ConfigOpts, evidence: NovaEvidence) -> None:
+    """Refuse the layouts nova-compute's resource tracker writes back (module docstring):
+    beside nova-compute, or when the agent cannot tell (:attr:`NovaEvidence.refuses`).
 
     Raises:
         ConfigError: one line naming the option, why, and how to return to a flat tree.
     """
     if conf.numa.model_in_placement:
         raise ConfigError(
-            "[numa] model_in_placement = true is refused beside nova-compute "
-            f"({evidence}): nova-compute's resource tracker writes VCPU, PCPU and MEMORY_MB "
-            "back on the compute node at every claim, and nova's scheduler does not ask per "
-            "NUMA cell; set [numa] model_in_placement = false and start again: the start-up "
-            "cycle reshapes an existing NUMA tree back to flat (docs/deployment.md, "
-            "'Beside nova-compute')"
+            f"[numa] model_in_placement = true is {_refused(evidence)}: nova-compute's "
+            "resource tracker writes VCPU, PCPU and MEMORY_MB back on the compute node at "
+            "every claim, and nova's scheduler does not ask per NUMA cell; set [numa] "
+            "model_in_placement = false and start again: the start-up cycle reshapes an "
+            f"existing NUMA tree back to flat{_declare(evidence)} {DOCS}"
         )
     if conf.compute.resource_class_renames:
         renames = ", ".join(conf.compute.resource_class_renames)
         raise ConfigError(
-            f"[compute] resource_class_renames = {renames} is refused beside nova-compute "
-            f"({evidence}): nova-compute's resource tracker reports each class under nova's "
-            "own name and writes it back at every claim; remove the option and start again: "
-            "the start-up cycle moves inventories and allocations back to nova's names "
-            "(docs/deployment.md, 'Beside nova-compute')"
+            f"[compute] resource_class_renames = {renames} is {_refused(evidence)}: "
+            "nova-compute's resource tracker reports each class under nova's own name and "
+            "writes it back at every claim; remove the option and start again: the start-up "
+            "cycle moves inventories and allocations back to nova's names"
+            f"{_declare(evidence)} {DOCS}"
         )
 
 
-def check_disk(adapter: HostNamed, evidence: str) -> None:
-    """Refuse shared storage beside nova-compute: the agent leaves DISK_GB off the compute
-    node for the sharing provider, nova 34's libvirt driver writes it back at every claim
-    (module docstring).
+def check_disk(adapter: HostNamed, evidence: NovaEvidence) -> None:
+    """Refuse shared storage beside nova-compute, or when the agent cannot tell: the agent
+    leaves DISK_GB off the compute node for the sharing provider, nova 34's libvirt driver
+    writes it back at every claim (module docstring).
 
     Raises:
         ConfigError: one line naming the instances path, ``[compute] shared_storage`` and
@@ -164,11 +162,10 @@ def check_disk(adapter: HostNamed, evidence: str) -> None:
         if adapter.laid_out_resources(nodename).shared_storage:
             raise ConfigError(
                 f"{nodename}'s instances path is on shared storage (a shared file system, or "
-                f"[compute] shared_storage = true), refused beside nova-compute ({evidence}): "
-                "the agent reports DISK_GB on the sharing provider only, and nova-compute's "
-                "resource tracker writes DISK_GB back on the compute node at every claim "
-                "(nova 34 ignores sharing providers, bug 1784020); keep nova-compute's "
-                "tracker alone on this host, or the agent alone ([compute_agent] "
-                "nova_compute = false once nova-compute no longer runs here) "
-                "(docs/deployment.md, 'Beside nova-compute')"
+                f"[compute] shared_storage = true), {_refused(evidence)}: the agent reports "
+                "DISK_GB on the sharing provider only, and nova-compute's resource tracker "
+                "writes DISK_GB back on the compute node at every claim (nova 34 ignores "
+                "sharing providers, bug 1784020); keep nova-compute's tracker alone on this "
+                "host, or the agent alone ([compute_agent] nova_compute = false once "
+                f"nova-compute no longer runs here) {DOCS}"
             )

@@ -89,23 +89,26 @@ def prepare(
         ConfigError: the configuration does not fit the host, Placement's
             options are incomplete (no request is sent), this process
             cannot serve the embedded Placement's database, or it asks for a
-            layout nova-compute beside the agent would write back, or a
+            layout nova-compute beside the agent would write back (beside
+            it, or when the agent cannot tell whether it runs here), or a
             nodename other than nova's (:mod:`.beside_nova`).
     """
-    beside, evidence = beside_nova.nova_compute_beside(conf)
-    if beside:
+    evidence = beside_nova.nova_compute_beside(conf)
+    if evidence.refuses:  # nova-compute runs here, or the agent cannot tell
         beside_nova.refuse_layouts(conf, evidence)
     driver = driver_factory(conf)
     adapter = adapt(driver, conf)
     adapter.check_host_config()
-    if beside:
-        beside_nova.check_name(adapter, evidence)
+    if evidence.refuses:
         beside_nova.check_disk(adapter, evidence)
-        LOG.info("beside nova-compute (%s)", evidence)
+        beside_nova.note_unknown(evidence)
+    if evidence.present:
+        beside_nova.check_name(adapter, evidence)
+        LOG.info("beside nova-compute (%s)", evidence.words)
     remote = None if is_embedded(conf) else client_from_conf(conf)
     if remote is None:
         check_embedded_database(conf.state_path)
-    return Prepared(conf, driver, remote, beside)
+    return Prepared(conf, driver, remote, evidence.present)
 
 
 def start(

@@ -31,6 +31,7 @@ from agent.placement.details import Vouch
 from agent.placement.report import ReportClient
 from agent.shape.adapter import DriverAdapter
 from agent.shape.planning import cpu_memory_providers, plan_allocations, planned_classes
+from agent.tracker.doubled import check_not_doubled
 from agent.tracker.retained import retain_gone_hardware
 from agent.tracker.sharing import SharingProviders
 from drivers.records import HostResources, Instance
@@ -153,11 +154,15 @@ class NodeViews:
             ReshapeNeeded: the tree must change shape outside start-up.
             ReshapeFailed: a start-up ``POST /reshaper`` failed.
             ConfigError: the configuration does not fit the host.
+            NovaTrackerBeside: Placement's compute node holds CPU or memory classes again
+                while its NUMA cells hold them (:mod:`agent.tracker.doubled`).
             PlacementError, PlacementUnavailable: a read failed.
         """
         self._hypervisor_name(nodename)
         self._load_child_traits(nodename)
         tree = self.report.get_provider_tree_and_ensure_root(nodename, vouch=vouch)
+        # Before the layout and any write: nova-compute's tracker undoing the NUMA layout.
+        check_not_doubled(nodename, tree, self.adapter.policy.model_numa)
         before = tree.copy()
         reshaped = False
         with self.adapter.one_discovery(nodename):

@@ -520,3 +520,71 @@ def test_beside_nova_compute_the_agents_host_is_libvirts_hostname(tmp_path, plac
         assert [name for name, _uuid in _roots(placement.url)] == [hostname]
         compute_id = (tmp_path / "state" / "compute_id").read_text().strip()
         assert _roots(placement.url) == [(hostname, compute_id)]
+
+
+def _sent(agent: Agent) -> int:
+    """The writes the agent's client has sent so far."""
+    return sum(n for (method, _t), n in agent.report.client.counts.items() if method != "GET")
+
+
+@pytest.mark.parametrize("agent_first", [True, False], ids=["agent-first", "nova-first"])
+def test_novas_tracker_beside_a_numa_layout_fails_the_cycle(tmp_path, placement, nova, agent_first):
+    """Issue 40: an agent told nova-compute does not run (``nova_compute = false``) lays the
+    host out on NUMA cells beside nova 34's own tracker. nova puts VCPU and MEMORY_MB back
+    on the compute node (at its start, or at a claim); from then on every cycle of the
+    agent, periodic or at a restart, fails before writing anything, in one line naming
+    nova-compute's tracker; ``compute-agent status`` exits 2 (failed), not 1 (degraded).
+    The way out the line gives (flat, ``nova_compute = true``) lays the host out flat, and
+    nova's next claim and the agent's next cycle agree (agent first: no instance holds
+    anything on the cells yet)."""
+    url = placement.url
+    wrong = {"numa": {"model_in_placement": True}, "compute_agent": {"nova_compute": "false"}}
+    with _cleaned(url, nova):
+        instances = tmp_path / "instances"
+        instances.mkdir()
+        state = tmp_path / "nova"
+        nova.host(state, "plain", url, libvirt.getVersion(), instances, {})
+        agent = Agent(tmp_path, "plain", state, wrong)
+        if agent_first:
+            assert agent.cycle(url, startup=True)[0]  # the cells, before nova starts
+        assert nova.call("start")["ok"]
+        if not agent_first:
+            assert agent.cycle(url, startup=True)[0]  # reshaped onto the cells
+            _claim(nova, 1)  # nova's tracker writes its compute node back
+        for startup in (False, True):
+            if startup:
+                agent = Agent(tmp_path, "plain", state, wrong)  # a restarted agent
+                agent.cycle(url, startup=True)  # builds its client: count from here
+            before = _sent(agent)
+            outcome = agent.tracker.update_available_resource(startup)
+            assert outcome.status == "failed", outcome.summary()
+            assert _sent(agent) == before  # nothing written: no fight, no reshape
+            (node,) = outcome.nodes
+            assert node.error.startswith(f"NovaTrackerBeside: compute node {NODENAME} ")
+            assert "\n" not in node.error
+            assert "MEMORY_MB, VCPU again while its NUMA cells" in node.error
+            assert "nova-compute's resource tracker" in node.error
+        # The service records it; `status` exits 2, with the line.
+        (tmp_path / "service").mkdir()
+        conf = _numa_conf(tmp_path / "service", url, "false", host=NODENAME)
+        assert _run(conf, "run", "--once").returncode == 1
+        status = _run(conf, "status")
+        assert status.returncode == 2, status.stdout
+        assert "nova-compute's resource tracker" in status.stdout
+        assert "degraded" not in status.stdout.lower()
+        if not agent_first:
+            # nova's first claim holds VCPU and MEMORY_MB on a cell: a flat layout keeps
+            # the cells while that allocation lasts (gone hardware in use), and the root
+            # already holds what the flat layout wants, so no reshape moves it.
+            return
+        # The way out: flat beside nova-compute, declared.
+        agent = Agent(tmp_path, "plain", state, {"compute_agent": {"nova_compute": "true"}})
+        assert agent.cycle(url, startup=True)[0]
+        held = {
+            p["name"]: set(p["inventories"]) & {"VCPU", "PCPU", "MEMORY_MB"}
+            for p in _snapshot(url).values()
+        }
+        assert {name for name, classes in held.items() if classes} == {NODENAME}, held
+        claim = _claim(nova, 2)
+        assert writes(claim["requests"]) == []
+        assert agent.cycle(url) == (True, 0)

@@ -22,7 +22,7 @@ import pytest
 from agent.conf import config as agent_config
 from agent.model.exceptions import ConfigError
 from agent.placement.roots import ComputeNodes
-from agent.service import beside_nova
+from agent.service import beside_nova, nova_evidence
 from agent.state import node_identity
 from agent.state.node_identity import IdentityNotWritten, nova_identity
 from agent.state.store import StateStore
@@ -124,6 +124,9 @@ def test_identity_warns_when_compute_id_names_another_compute_node(tmp_path, cap
     assert (tmp_path / "compute_id").read_text() == B  # never overwritten
 
 
+PRESENT = nova_evidence.NovaEvidence(nova_evidence.PRESENT, "evidence")
+
+
 def _conf(tmp_path, nova_compute: str, numa: bool, compute: str = ""):
     path = tmp_path / "agent.conf"
     path.write_text(
@@ -134,45 +137,34 @@ def _conf(tmp_path, nova_compute: str, numa: bool, compute: str = ""):
 
 
 def test_evidence_is_the_option_or_a_running_nova_compute(tmp_path):
-    assert beside_nova.nova_compute_beside(_conf(tmp_path, "true", False))[0]
-    assert not beside_nova.nova_compute_beside(_conf(tmp_path, "false", False))[0]
+    assert beside_nova.nova_compute_beside(_conf(tmp_path, "true", False)).present
+    declared = beside_nova.nova_compute_beside(_conf(tmp_path, "false", False))
+    assert (declared.state, declared.refuses) == (nova_evidence.ABSENT, False)
     conf = _conf(tmp_path, "auto", False)
-    assert beside_nova.nova_compute_beside(conf) == (
-        False,
-        "[compute_agent] nova_compute = auto: no nova-compute process runs",
+    # This test runs in the host's PID namespace, seeing every process (root, no hidepid).
+    assert beside_nova.nova_compute_beside(conf) == nova_evidence.NovaEvidence(
+        nova_evidence.ABSENT,
+        "[compute_agent] nova_compute = auto: no nova-compute process runs (every process "
+        "of this host is seen)",
     )
     # A compute_id left after a takeover is no evidence.
     (tmp_path / "compute_id").write_text(A)
-    assert not beside_nova.nova_compute_beside(conf)[0]
+    assert not beside_nova.nova_compute_beside(conf).refuses
     script = tmp_path / "nova-compute"
     script.write_text("import time\ntime.sleep(60)\n")
     proc = subprocess.Popen([sys.executable, str(script)])
     try:
-        beside, evidence = beside_nova.nova_compute_beside(conf)
+        evidence = beside_nova.nova_compute_beside(conf)
     finally:
         proc.terminate()
         proc.wait()
-    assert beside and evidence.endswith(f"pid {proc.pid} is nova-compute")
-
-
-def test_auto_says_when_other_users_processes_are_hidden(tmp_path, monkeypatch, caplog):
-    """Under hidepid (the shipped unit's ProtectProc=invisible) no nova-compute is seen
-    whether or not it runs: ``auto`` says so once, at WARNING, naming the option."""
-    conf = _conf(tmp_path, "auto", False)
-    (tmp_path / "proc").mkdir()  # a /proc that lists no PID 1
-    monkeypatch.setattr(beside_nova, "PROC", str(tmp_path / "proc"))
-    with caplog.at_level(logging.WARNING, logger="agent.service.beside_nova"):
-        beside, evidence = beside_nova.nova_compute_beside(conf)
-    assert not beside
-    assert evidence.endswith("other users' processes are hidden, none seen")
-    assert "cannot tell whether nova-compute runs here" in caplog.text
-    assert "Set [compute_agent] nova_compute = true or false" in caplog.text
+    assert evidence.present and evidence.words.endswith(f"pid {proc.pid} is nova-compute")
 
 
 def test_numa_is_refused_in_one_line_beside_nova_compute(tmp_path):
-    beside_nova.refuse_layouts(_conf(tmp_path, "true", False), "evidence")  # flat: fine
+    beside_nova.refuse_layouts(_conf(tmp_path, "true", False), PRESENT)  # flat: fine
     with pytest.raises(ConfigError) as caught:
-        beside_nova.refuse_layouts(_conf(tmp_path, "true", True), "evidence")
+        beside_nova.refuse_layouts(_conf(tmp_path, "true", True), PRESENT)
     text = str(caught.value)
     assert "\n" not in text
     assert text.startswith("[numa] model_in_placement = true is refused beside nova-compute")
@@ -182,7 +174,7 @@ def test_numa_is_refused_in_one_line_beside_nova_compute(tmp_path):
 def test_resource_class_renames_are_refused_in_one_line_beside_nova_compute(tmp_path):
     renames = "resource_class_renames = CUSTOM_NVME:PCI_DEVICE"
     with pytest.raises(ConfigError) as caught:
-        beside_nova.refuse_layouts(_conf(tmp_path, "true", False, renames), "evidence")
+        beside_nova.refuse_layouts(_conf(tmp_path, "true", False, renames), PRESENT)
     text = str(caught.value)
     assert "\n" not in text
     assert text.startswith(
