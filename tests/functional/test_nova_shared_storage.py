@@ -223,17 +223,13 @@ def test_a_same_host_resize_off_the_second_pool_then_an_out_of_band_delete(tmp_p
     expect(c, "healed", A=S, B=IDLE, pool=10, n=c.pools.index(min(c.pools)))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known defect (found by random runs of test_nova_property.py's shared machine, "
-    "fails before this session's restructure too): an instance shelve-offloaded from A and "
-    "unshelved onto A is gone from A until nova spawns it; nova's fresh claim re-creates its "
-    "consumer with the same amounts and consumer generation, so the gone rule's second audit "
-    "removes nova's claim",
-)
 def test_an_unshelve_claim_on_the_same_host_survives_two_audits_before_the_spawn(cloud):
     """nova's unshelve claims A (and the pool) before A's compute spawns the domain; an
-    image download can take longer than a cycle. The claim is nova's intent and stays."""
+    image download can take longer than a cycle. The claim is nova's intent and stays:
+    nova's fresh claim re-creates the consumer with the same amounts and consumer
+    generation, so only the grace of ``[compute] absent_instance_timeout`` (issue 39: gone
+    by durable evidence, never by a second audit alone) keeps it (found by random runs of
+    test_nova_property.py's shared machine; a strict xfail until issue 39)."""
     c, inst = cloud, str(uuid.uuid4())
     boot(c, inst)
     c.hosts["A"].undefine(inst)
