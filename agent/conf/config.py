@@ -87,6 +87,7 @@ def validate(conf: cfg.ConfigOpts) -> None:
             )
     resource_class_renames(conf)
     owner_trait(conf)
+    auth_plugin(conf)
     load_provider_configs(conf.compute.provider_config_location)
     mdev_addresses(conf)
     mdev_classes(conf)
@@ -105,6 +106,39 @@ def owner_trait(conf: cfg.ConfigOpts) -> str:
     raise ConfigError(
         f"[compute] owner_trait = {value!r} is neither a standard owner trait of os-traits "
         f"({', '.join(sorted(owners))}) nor a CUSTOM_[A-Z0-9_]+ trait"
+    )
+
+
+def auth_plugin(conf: cfg.ConfigOpts) -> str | None:
+    """``[placement] auth_type``, checked against the plugins keystoneauth1 can load here.
+
+    keystoneauth1's loader looks a name up through stevedore, which logs ``Could not load
+    NAME`` at WARNING for a name no package registers, once per lookup (the agent looks the
+    plugin up twice: its options for the secret filter, then the plugin itself). Refused
+    here, before either lookup, a bad name is one line.
+
+    Returns:
+        The plugin's name, or None when unset (the embedded Placement, or a
+        ``[placement] auth_type is not set`` refusal when ``embedded = false``).
+
+    Raises:
+        ConfigError: naming the option, the value and the plugins available
+            (``keystoneauth1.loading.get_available_plugin_names``: the ``keystoneauth1.plugin``
+            entry points whose plugin says it is usable, so one whose library is missing,
+            e.g. ``v3kerberos`` without requests-kerberos, is refused too).
+    """
+    value = conf.placement.auth_type
+    if not value:
+        return None
+    from keystoneauth1 import loading as ks_loading
+
+    names = ks_loading.get_available_plugin_names()
+    if value in names:
+        return value
+    raise ConfigError(
+        f"[placement] auth_type = {value!r} is not an auth plugin keystoneauth1 can load here; "
+        f"use one of {', '.join(sorted(names))} (a plugin from another package, or one "
+        "needing an optional library, needs that package installed)"
     )
 
 

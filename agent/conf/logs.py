@@ -117,7 +117,7 @@ def secret_values(conf: cfg.ConfigOpts) -> set[str]:
     if plugin:
         try:
             plugin_opts = ks_loading.get_auth_plugin_conf_options(plugin)
-        except Exception:  # an unknown plugin is refused later, by name
+        except Exception:  # an unknown plugin is refused by name first (config.auth_plugin)
             plugin_opts = []
         # Another definition under the same name (not expected): keep it, read its value.
         with contextlib.suppress(cfg.DuplicateOptError):

@@ -221,6 +221,19 @@ def test_bad_configuration_files_exit_2_with_one_line(tmp_path):
     assert "Traceback" not in done.stderr
 
 
+def test_an_unknown_auth_type_exits_2_with_exactly_one_line(tmp_path):
+    # keystoneauth1's loader logged stevedore's "Could not load kerberos-magic" twice before
+    # the agent's own line (issue 40): the name is refused before any lookup.
+    conf = write_conf(
+        tmp_path / "c.conf", tmp_path / "state", "[placement]\nauth_type = kerberos-magic"
+    )
+    done = run_cli("run", "--once", "--config", str(conf))
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("compute-agent run: [placement] auth_type = 'kerberos-magic' ")
+    assert "v3password" in line and "admin_token" in line
+
+
 BIG_HOST_PROVIDERS = 6
 """examples/big-host.yaml, NUMA not modelled: the compute node, 2 PFs, 2 GPUs, 1 PCI device."""
 

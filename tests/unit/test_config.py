@@ -53,12 +53,19 @@ def test_file_values_and_overrides(tmp_path):
         ("[DEFAULT]\ncpu_allocation_ratio = -1\n", "[DEFAULT] cpu_allocation_ratio"),
         ("[DEFAULT]\ninitial_ram_allocation_ratio = 0.0\n", "initial_ram_allocation_ratio"),
         ("[numa]\nmodel_in_placement = maybe\n", "[numa] model_in_placement"),
+        ("[placement]\nauth_type = kerberos-magic\n", "[placement] auth_type = 'kerberos-magic'"),
     ],
 )
 def test_bad_value_is_refused_with_the_option_name(tmp_path, text, named):
     with pytest.raises(ConfigError) as err:
         agent_config.load([write(tmp_path, text)])
     assert named in str(err.value)
+
+
+def test_an_available_auth_plugin_is_accepted(tmp_path):
+    conf = agent_config.load([write(tmp_path, "[placement]\nauth_type = v3password\n")])
+    assert agent_config.auth_plugin(conf) == "v3password"
+    assert agent_config.auth_plugin(agent_config.load([])) is None
 
 
 def test_missing_file_is_named(tmp_path):
