@@ -8,7 +8,7 @@ and applied by :meth:`agent.tracker.cycle.ResourceTracker.apply_events`, as the
 service's cycle worker does), and its own writes' retries after a 409 (the agent's
 client wrapped with :func:`tests.helpers.faults.before_send`). Beside it, nova's writes
 are nova's own code (:mod:`tests.helpers.nova_client`), and ``nova-manage placement
-heal_allocations`` is nova's own ``PlacementCommands`` (:func:`heal_allocations`).
+heal_allocations`` is its steps run with nova's own functions (:func:`heal_allocations`).
 """
 
 from __future__ import annotations
@@ -16,10 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
-from nova import objects
-from nova.cmd import manage as nova_manage
+from nova.scheduler import utils as scheduler_utils
 
 from agent.service.events import EventQueue
 from agent.tracker.targeted import TargetedOutcome
@@ -77,47 +75,31 @@ def rename(host: Host, instance: str, name: str) -> None:
 
 def heal_allocations(nova: Nova, instance: str, flavor: Flavor, nodename: str) -> None:
     """``nova-manage placement heal_allocations --instance UUID --force`` for an instance of
-    ``flavor`` on ``nodename``.
+    ``flavor`` (booted from an image) on ``nodename``.
 
     nova: ``PlacementCommands._heal_allocations_for_instance`` (nova/cmd/manage.py) with
-    ``force=True``: GET the consumer, build the flavor's allocation on the instance's
-    compute node (``_heal_missing_alloc``), keep the consumer generation read and ``PUT``
-    it (``SchedulerReportClient.put_allocations``). Two stand-ins for the cell database:
-    the compute node's UUID is given in its node cache, and the instance has no block
-    device mapping (booted from an image: ``is_volume_backed_instance`` is False). No
-    port is healed.
+    ``force=True`` reads the consumer (``get_allocs_for_consumer``), builds the flavor's
+    allocation on the instance's compute node (``_heal_missing_alloc``:
+    ``scheduler.utils.resources_from_flavor``, which is ``resources_from_flavor_and_bfv``
+    with the instance's boot-from-volume flag), keeps the consumer generation it read and
+    ``PUT``s it (``SchedulerReportClient.put_allocations``). Those steps are run here with
+    nova's own functions; ``nova.cmd.manage`` itself is not imported: importing it
+    monkey-patches the whole test process with eventlet (its first line,
+    ``monkey_patch.patch()``), which stops the service's threads.
 
     Raises:
-        NovaCallFailed: nova found nothing to heal.
+        NovaCallFailed: Placement refused nova's write.
     """
-    inst = objects.Instance(
-        uuid=instance,
-        host=nodename,
-        node=nodename,
-        task_state=None,
-        project_id=nova.project_id,
-        user_id=nova.user_id,
-        image_ref="155d900f-4e14-4e4c-a73d-069cbf4541e6",
-        flavor=flavor.nova(),
-    )
-    inst._context = nova.context
-    no_bdms = objects.BlockDeviceMappingList(objects=[])
-    with mock.patch.object(
-        objects.BlockDeviceMappingList, "get_by_instance_uuid", return_value=no_bdms
-    ):
-        healed = nova_manage.PlacementCommands()._heal_allocations_for_instance(
-            nova.context,
-            inst,
-            {nodename: nova.root(nodename)},
-            lambda _line: None,
-            nova.client,
-            False,
-            False,
-            None,
-            True,
-        )
-    if not healed:
-        raise NovaCallFailed(f"nova's heal_allocations({instance}) healed nothing")
+    held = nova.client.get_allocs_for_consumer(nova.context, instance)
+    resources = scheduler_utils.resources_from_flavor_and_bfv(flavor.nova(), False)
+    payload = {
+        "allocations": {nova.root(nodename): {"resources": resources}},
+        "project_id": nova.project_id,
+        "user_id": nova.user_id,
+        "consumer_generation": held["consumer_generation"],
+    }
+    if not nova.client.put_allocations(nova.context, instance, payload):
+        raise NovaCallFailed(f"nova's heal_allocations({instance}) was refused")
 
 
 def put_inventory(base: str, provider: str, rc: str, **fields: Any) -> None:
