@@ -234,12 +234,14 @@ def decide(
     missing = _missing(view, listing)
     moving = found_moving(view, listing.present, missing, reads)
     alone, drift, in_step = _holding_here(view, listing, rewrite)
-    # Placement knows these (read, or last seen moving and not read): a read-edit-write.
+    # Placement knows these (read, or last seen moving and not read), or a batch with them
+    # was refused: one read-edit-write each, so one at fault fails alone.
     known = {
         c
         for c in missing
         if (c in reads and reads[c].generation is not None)
         or (c not in reads and c in record.moving)
+        or c in listing.refused
     }
     alone.update((c, Alone.HEAL) for c in sorted(known - set(moving)))
     bulk = {c: w for c, w in missing.items() if c not in moving and c not in known}

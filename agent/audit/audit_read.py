@@ -73,6 +73,7 @@ class AuditReader:
         shape: NodeShape,
         stored: StoredRecord | None = None,
         reads: AllocationReads | None = None,
+        listed: bool = True,
     ) -> AuditView:
         """Read what the module docstring says must be read, into the record.
 
@@ -81,6 +82,11 @@ class AuditReader:
             stored: the node's record (default: as stored now).
             reads: the node's allocation reads of this cycle, which the vouch may have
                 begun (default: new ones: everything is read).
+            listed: the node's tree was listed just before (a cycle): a device provider
+                whose listed generation moved is read. Without a listing (an event, a
+                decision made again) the generations known are the last cycle's, so a
+                device provider is read only when its CPU and memory providers' consumers
+                say it changed, or the record knows no generation of it.
 
         Returns:
             The :class:`AuditView` the audit decides on.
@@ -94,7 +100,7 @@ class AuditReader:
         )
         view.produces = shape.produces
         view.shape = shape
-        _refresh(self.report, view, shape, reads or self.reads(stored))
+        _refresh(self.report, view, shape, reads or self.reads(stored), listed)
         return view
 
     def again(self, view: AuditView) -> AuditView:
@@ -108,13 +114,17 @@ class AuditReader:
         if view.shape is None:
             raise RuntimeError(f"node {view.nodename}: audit view without its node's shape")
         stored = StoredRecord(self.state, view.nodename, view.record, view.stored)
-        again = self.read(view.shape, stored)
+        again = self.read(view.shape, stored, listed=False)
         again.reads += view.reads
         return again
 
 
 def _refresh(
-    report: ReportClient, view: AuditView, shape: NodeShape, reads: AllocationReads
+    report: ReportClient,
+    view: AuditView,
+    shape: NodeShape,
+    reads: AllocationReads,
+    listed: bool,
 ) -> None:
     """Read the node's allocations into ``view.record`` (module docstring)."""
     record = view.record
@@ -135,7 +145,8 @@ def _refresh(
         _follow_consumers(reads, view, sorted(changed), devices, shape.sharing)
     for rp in devices:
         old = record.held.get(rp)
-        if moved or old is None or old.generation != generations.get(rp):
+        unknown = old is None or old.generation is None
+        if moved or unknown or (listed and old.generation != generations.get(rp)):
             record.held.read(rp, read(rp))
     _refresh_shared(read, view, _pools_to_read(record, view.tree, shape.sharing, moved))
 

@@ -132,7 +132,7 @@ class TargetedUpdates:
         """
         look = self.views.cached(nodename)
         found, unreadable = self.views.adapter.read_instances(nodename, uuids)
-        view = self.audit.reader.read(look.shape())
+        view = self.audit.reader.read(look.shape(), listed=False)
         scope = frozenset(uuids)
         present = (view.record.instances - scope) | set(found) | set(unreadable)
         listing = Listing(

@@ -82,7 +82,8 @@ def node_usage(s: Setup) -> dict[str, int]:
 
 def restart(s: Setup, state: Path) -> ResourceTracker:
     store = StateStore(state)
-    return ResourceTracker(s.conf, s.driver, ReportClient(s.client, store), store)
+    report = ReportClient(s.client, store)
+    return ResourceTracker(s.conf, s.driver, report, store, clock=lambda: s.now)
 
 
 def by_uuid(base: str, consumer: str) -> dict[str, dict[str, int]]:
@@ -279,9 +280,14 @@ def test_killed_after_the_bulk_write_the_instances_are_recorded(tmp_path, embedd
     outcome = tracker.update_available_resource(True)
     assert outcome.ok, outcome.summary()
     # Its answer was lost with the process, so the agent cannot tell its own write from
-    # nova's: removed by the next audit, as an allocation nova wrote would be.
+    # nova's: removed once absent past the grace, as an allocation nova wrote would be
+    # ([compute] absent_instance_timeout, counted by periodic audits: issue 39).
     states = {c["consumer"]: c for c in outcome.nodes[0].consumers}
     assert states[s.inst(3)]["state"] == "gone"
+    s.now += 60
+    assert not tracker.update_available_resource(False).nodes[0].allocations_removed
+    assert by_uuid(s.base, s.inst(3))
+    s.now += s.conf.compute.absent_instance_timeout
     assert s.inst(3) in tracker.update_available_resource(False).nodes[0].allocations_removed
     assert by_uuid(s.base, s.inst(3)) == {}
 
@@ -376,4 +382,10 @@ def test_instances_new_to_an_event_batch_are_written_in_one_post(tmp_path, embed
     outcome = s.tracker.apply_events(EventBatch(instances={s.nodename: {i.uuid for i in new}}))
     assert sorted(outcome.written) == sorted(i.uuid for i in new) and outcome.errors == []
     sent = {k: n - before.get(k, 0) for k, n in s.client.counts.items() if n != before.get(k, 0)}
-    assert sent == {("POST", "/allocations"): 1}
+    # The audit's evidence read anew (each CPU and memory provider: issue 39, one procedure
+    # for every trigger), then one POST for the three.
+    cpu = len(s.tracker.views.cached(s.nodename).cpu_providers)
+    assert sent == {
+        ("GET", "/resource_providers/{uuid}/allocations"): cpu,
+        ("POST", "/allocations"): 1,
+    }
