@@ -34,8 +34,8 @@ import libvirt
 from agent.tracker.targeted import EventBatch, TargetedOutcome
 from tests.helpers.hosts import HostDescription
 from tests.helpers.names import unique
-from tests.helpers.nova_cloud import PROJECT, USER, Cloud, Host, Usage
 from tests.helpers.nova_client import Nova
+from tests.helpers.nova_cloud import PROJECT, USER, Cloud, Host, Usage
 from tests.helpers.nova_compute import NovaCompute, writes
 from tests.helpers.placement_http import http_get
 
@@ -128,7 +128,11 @@ class TrackedHost(Host):
                         "uuid": uuid,
                         "project_id": project,
                         "user_id": USER,
-                        "flavor": {"vcpus": f.vcpus, "memory_mb": f.memory_mb, "root_gb": f.root_gb},
+                        "flavor": {
+                            "vcpus": f.vcpus,
+                            "memory_mb": f.memory_mb,
+                            "root_gb": f.root_gb,
+                        },
                     }
                     for uuid, (f, project) in self.domains.items()
                 ],
