@@ -26,6 +26,7 @@ import uuid
 
 import pytest
 
+from agent.tracker.targeted import EventBatch
 from tests.helpers.events import ThreadedService, service_ini, wait_until
 from tests.helpers.nova_client import Flavor
 from tests.helpers.nova_cloud import IDLE, LARGE, SMALL, Cloud, usage
@@ -279,6 +280,27 @@ def test_the_conductors_window_beside_a_new_claim_of_the_same_amounts(cloud):
     c.cycle(watch=(inst, mig, new))
     c.expect("move being scheduled beside a new claim", A=usage(SMALL, SMALL), B=IDLE)
     assert c.holds(inst) == {}
+
+
+def test_an_event_in_the_conductors_window_heals_nothing(cloud):
+    """Issue 39 (found by the events machine of test_nova_property.py): the conductor has
+    moved the instance's share on A to its migration record and the scheduler has not
+    claimed B yet; an event of A's domain (started, stopped) reaches A's agent. The
+    targeted update applies the audit's states: the instance is *moving* (a consumer
+    without type of its project and user holds exactly its share here), so nothing is
+    written; healing it would make the scheduler's ``claim_resources`` merge A's share
+    into the destination's claim."""
+    c, inst, mig = cloud, str(uuid.uuid4()), str(uuid.uuid4())
+    boot(c, inst)
+    c.nova.start_move(inst, mig, c.node("A"))
+    host = c.hosts["A"]
+    outcome = host.tracker.apply_events(EventBatch(instances={host.nodename: {inst}}, events=1))
+    assert outcome.written == [] and outcome.errors == [], outcome
+    assert c.holds(inst) == {} and c.holds(mig) == {"A": S}
+    c.nova.schedule(inst, LARGE, c.node("B"))
+    c.hosts["B"].define(inst, LARGE)
+    c.cycle(watch=(inst, mig))
+    c.expect("resize A->B awaiting confirm, after an event in the conductor's window", A=S, B=L)
 
 
 def test_two_momentary_absences_with_novas_write_between_release_nothing(cloud):

@@ -28,6 +28,13 @@ gives, and two same-host operations (a reboot, a resize with the domain absent f
 cycle); its judge is what nova's own calls wrote, read back after each of them, for every
 provider, pools included. The four defects it found are reproduced in
 test_nova_shared_storage.py and test_operator_additions.py.
+
+A third machine (:func:`events_machine`, issue 39) adds the agent's events (targeted
+updates at any point, inside nova's windows included), retries (nova's step run just before
+the agent's allocation write), a same-host rebuild with the domain absent across audits,
+and domains lost without nova whose leaks must go once the hosts' clocks pass ``[compute]
+absent_instance_timeout``. What it found is reproduced in test_nova_moves.py
+(``test_an_event_in_the_conductors_window_heals_nothing``) and test_two_trackers.py.
 """
 
 from __future__ import annotations
@@ -45,7 +52,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from tests.helpers.faults import Killed, any_write, fail_at, kill_at, matching
+from agent.tracker.targeted import EventBatch
+from tests.helpers.faults import Killed, any_write, before_send, fail_at, kill_at, matching
 from tests.helpers.nova_client import Flavor
 from tests.helpers.nova_cloud import LARGE, SMALL, Cloud, Usage
 from tests.helpers.placement_http import call, http, http_get
@@ -651,3 +659,291 @@ def test_nova_and_agents_converge_on_shared_storage(tmp_path, served):
     # its destination, and the module stays under a minute on two cores.
     shared = settings(SETTINGS, max_examples=12, stateful_step_count=24)
     run_state_machine_as_test(shared_machine(tmp_path, served), settings=shared)
+
+
+GRACE = 3600.0
+"""``[compute] absent_instance_timeout``'s default, seconds: how long an instance must have
+been absent (counted by periodic audits) before the agent removes an allocation another
+writer made (docs/service.md, "Allocation audit")."""
+
+
+def allocation_write(method: str, template: str, _path: str) -> bool:
+    """The agent's allocation writes (``POST /allocations``, ``PUT``/``DELETE
+    /allocations/{consumer}``), for :func:`tests.helpers.faults.before_send`."""
+    return method in ("PUT", "POST", "DELETE") and template.startswith("/allocations")
+
+
+def events_machine(tmp_path, served):  # noqa: C901 (the first machine, with events)
+    """The first machine with one allocation audit for every trigger (issue 39).
+
+    Beyond the first machine's steps:
+
+    * **events**: every domain defined or undefined becomes a pending event of its host;
+      its service's targeted update (``ResourceTracker.apply_events`` with the
+      :class:`~agent.tracker.targeted.EventBatch` the service's queue builds) comes at once,
+      at a later step, or inside nova's next write (after nova's reads: the conductor's
+      ``start_move``, the scheduler's claim, a revert's ``move_allocations``), for the
+      pending instances or any instance of that host (a domain started or stopped);
+    * **retries**: one of nova's operations runs just before a host's agent sends its next
+      allocation write, so the consumer generations the agent read are stale and its write
+      may be refused (409): the agent must read and decide again;
+    * **same-host operations with the domain absent across audits**: a rebuild (undefined,
+      periodic cycles and events of its host, defined again; nova writes no allocation for
+      a rebuild on the same host), and unshelve on the same host (the first machine's:
+      nova's claim, cycles, then the spawn);
+    * **a domain lost without nova** (destroyed outside nova: its allocation, nova's or
+      the agent's own heal, is a leak only the agent can remove): kept or removed while
+      the grace lasts, gone once the hosts' clocks pass :data:`GRACE` and each agent has run
+      two periodic audits (``settle`` does so whenever nothing is building: a spawn takes
+      minutes, not an hour).
+
+    The property, checked by ``settle``: every consumer holds nova's intent, nothing
+    leaked past its grace, no agent cycle or targeted update rewrote a consumer nova holds,
+    and no nova operation failed (nothing raised, Placement refused nova nothing).
+    """
+    base = machine(tmp_path, served)
+
+    class EventsRetriesAndNova(base):  # type: ignore[misc,valid-type]
+        def __init__(self) -> None:
+            self.data: st.DataObject | None = None
+            self.pending: dict[str, set[str]] = {"A": set(), "B": set()}
+            self.listed: dict[str, set[str]] = {"A": set(), "B": set()}
+            self.excused: set[tuple[str, int | None, int | None]] = set()
+            self.inside: list[tuple[str, str]] = []
+            self.quiet = False
+            super().__init__()
+            for host in self.c.hosts.values():
+                self._watch_domains(host)
+            self.c.nova.adapter.before_write = self._inside_nova_write
+
+        # -- events ------------------------------------------------------------------------
+
+        def _watch_domains(self, host) -> None:
+            """Each define and undefine of ``host`` is a pending event of its service, made
+            at once when drawn so (never while another writer's step runs inside an agent's
+            write: the agent's node lock is held)."""
+            define, undefine = host.define, host.undefine
+
+            def changed(inst: str) -> None:
+                self.pending[host.label].add(inst)
+                if not self.quiet and self.data is not None and self.data.draw(st.booleans()):
+                    self.deliver(host.label, sorted(self.pending[host.label]))
+
+            def on_define(inst: str, flavor: Flavor, project: str = "") -> None:
+                define(inst, flavor, project) if project else define(inst, flavor)
+                self.listed[host.label].discard(inst)  # a new domain: not listed yet
+                changed(inst)
+
+            def on_undefine(inst: str) -> None:
+                undefine(inst)
+                changed(inst)
+
+            host.define, host.undefine = on_define, on_undefine
+
+        def deliver(self, label: str, instances: list[str], faults_off: bool = False) -> None:
+            """Host ``label``'s service makes its targeted update for ``instances``; with
+            ``faults_off`` (no 500 armed), a failed update fails the run (otherwise the
+            next cycle heals, as the service brings it forward)."""
+            if label in self.down or not instances:
+                return
+            host = self.c.hosts[label]
+            before = {c: self.c.generation(c) for c in self.watched()}
+            batch = EventBatch(instances={host.nodename: set(instances)}, events=len(instances))
+            outcome = host.tracker.apply_events(batch)
+            self.pending[label] -= set(instances)
+            self.listed[label] |= set(instances) & set(host.domains)
+            assert not (faults_off and outcome.errors), (
+                f"{label}'s event for {instances}: {outcome.errors}"
+            )
+            for consumer, gen in before.items():
+                after = self.c.generation(consumer)
+                if after != gen:
+                    self.c.touched.append((f"{label} (event)", consumer, gen, after))
+
+        def deliver_events(self, data: st.DataObject) -> None:
+            """A host's service applies its pending events, or an event for instances whose
+            domain nothing defined or undefined (started, stopped: read again all the same)."""
+            label = data.draw(HOSTS)
+            if self.pending[label] and data.draw(st.booleans()):
+                self.deliver(label, sorted(self.pending[label]))
+                return
+            uuids = list(self.servers)
+            if uuids:
+                self.deliver(
+                    label,
+                    data.draw(
+                        st.lists(st.sampled_from(uuids), min_size=1, max_size=2, unique=True)
+                    ),
+                )
+
+        def _inside_nova_write(self, _method: str, _url: str) -> None:
+            """What was armed to land between nova's reads and its next write, in order."""
+            armed, self.inside = self.inside, []
+            if self.quiet:
+                return
+            for what, label in armed:
+                if what == "event":
+                    self.deliver(label, sorted(self.pending[label] or self.servers))
+                else:
+                    self.cycle(label)
+
+        def cycle_inside_next_nova_write(self, data: st.DataObject) -> None:
+            self.inside.append(("cycle", data.draw(HOSTS)))
+
+        def event_inside_next_nova_write(self, data: st.DataObject) -> None:
+            self.inside.append(("event", data.draw(HOSTS)))
+
+        # -- retries -----------------------------------------------------------------------
+
+        def nova_inside_next_agent_write(self, data: st.DataObject) -> None:
+            """One of nova's operations runs just before a host's agent sends its next
+            allocation write (the generations it read are stale)."""
+            label = data.draw(HOSTS)
+
+            def nova_now() -> None:
+                if self.quiet or self.data is None or not self.applicable():
+                    return
+                self.quiet = True
+                consumers = self.watched()
+                before = {x: self.c.generation(x) for x in consumers}
+                try:
+                    self.nova(self.data)
+                finally:
+                    self.quiet = False
+                # nova's own write, inside the agent's cycle or event, is not the agent's.
+                self.excused |= {(x, g, self.c.generation(x)) for x, g in before.items()}
+
+            before_send(self.c.hosts[label].client, allocation_write, nova_now)
+
+        # -- same-host operations, a lost domain ---------------------------------------------
+
+        def applicable(self) -> list[str]:
+            ops = super().applicable()
+            return [*ops, "rebuild"] if "delete" in ops else ops
+
+        def _rebuild(self, data: st.DataObject) -> None:
+            """A rebuild on the same host: the domain undefined across periodic cycles and
+            events of its host (seconds to minutes), then defined again; nova writes no
+            allocation."""
+            s = self.pick(data, "active")
+            if not s or s.host in self.down:
+                return
+            host = self.c.hosts[s.host]
+            host.undefine(s.uuid)
+            for what in data.draw(st.lists(st.sampled_from(["cycle", "event"]), max_size=3)):
+                if what == "cycle":
+                    self.cycle(s.host)
+                else:
+                    self.deliver(s.host, [s.uuid])
+            host.define(s.uuid, s.flavor, s.project)
+
+        def cycle(self, label: str) -> None:
+            """One periodic cycle of a running host; what it listed is noted."""
+            super().cycle(label)
+            if label not in self.down:
+                self.listed[label] |= set(self.c.hosts[label].domains)
+
+        def lose_domain(self, data: st.DataObject) -> None:
+            """A running instance's domain is destroyed outside nova (nova is never told):
+            its allocation on that host is a leak only the agent can remove, once its agent
+            has listed it (a domain it never saw is nobody it knows: its allocation is
+            *not an instance*, left alone as a claim for a build not started)."""
+            s = self.pick(data, "active")
+            if s and s.host not in self.down and s.uuid in self.listed[s.host]:
+                self.c.hosts[s.host].undefine(s.uuid)
+                s.state = "vanished"
+
+        # -- one step ------------------------------------------------------------------------
+
+        def actions(self) -> list[str]:
+            out = super().actions()
+            out += ["deliver_events", "deliver_events", "event_inside_next_nova_write"]
+            out += ["nova_inside_next_agent_write", "nova"]
+            out += ["lose_domain"] if _ready("active")(self) else []
+            return out
+
+        @rule(data=st.data())
+        def step(self, data: st.DataObject) -> None:
+            self.data = data
+            super().step(data)
+
+        @initialize(data=st.data())
+        def first_instance(self, data: st.DataObject) -> None:
+            self.data = data
+            super().first_instance(data)
+
+        def watched(self) -> tuple[str, ...]:
+            gone = {s.uuid for s in self.servers.values() if s.state in ("vanished", "lost")}
+            return tuple(c for c in super().watched() if c not in gone)
+
+        # -- the invariant -------------------------------------------------------------------
+
+        def settle(self) -> None:
+            """Faults stop; pending events are applied, one cycle on each running host;
+            when a lost domain's leak must go and nothing is building, the hosts' clocks
+            pass the grace and each agent audits twice more."""
+            self.inside = []
+            for host in self.c.hosts.values():
+                host.disarm()
+            for label in ("A", "B"):
+                self.deliver(label, sorted(self.pending[label]), faults_off=True)
+                self.cycle(label)
+            vanished = [s for s in self.servers.values() if s.state == "vanished"]
+            building = any(s.state == "building" for s in self.servers.values())
+            if vanished and not building and not self.down:
+                for host in self.c.hosts.values():
+                    host.now += GRACE
+                for _ in range(2):
+                    for label in ("A", "B"):
+                        self.cycle(label)
+                for s in vanished:
+                    s.state, s.holds = "lost", {}
+            self.check()
+
+        def check(self) -> None:
+            c = self.c
+            expected: dict[str, dict[str, Usage]] = {}
+            grace: dict[str, str] = {}
+            for s in self.servers.values():
+                if s.state == "vanished":
+                    grace[s.uuid] = s.host
+                elif s.holds:
+                    expected[s.uuid] = _intent(s.holds)
+                if s.mig:
+                    expected[s.mig] = _intent(s.mig_holds)
+            for consumer, intent in expected.items():
+                assert c.holds(consumer) == intent, f"{consumer}: {c.holds(consumer)} != {intent}"
+            for label, host in c.hosts.items():
+                root = c.nova.root(host.nodename)
+                on = http_get(c.base, f"/resource_providers/{root}/allocations")["allocations"]
+                allowed = {k for k, v in expected.items() if label in v}
+                allowed |= {k for k, h in grace.items() if h == label}
+                leaked = sorted(set(on) - allowed)
+                assert not leaked, f"consumers on {label} nova does not intend: {leaked}"
+            assert http_get(c.base, f"/allocations/{self.foreign}") == self.foreign_seen
+            touched = [t for t in c.touched if t[1:] not in self.excused]
+            assert not touched, f"agent cycles or events rewrote nova's consumers: {touched}"
+            assert not c.nova.refused, f"Placement refused nova: {c.nova.refused}"
+            c.touched.clear()
+            self.excused.clear()
+            for s in self.servers.values():
+                s.unhealed = False
+
+        def teardown(self) -> None:
+            """nova finishes its builds (a spawn takes minutes), then the last settle."""
+            self.quiet = True
+            for s in self.servers.values():
+                if s.state == "building" and s.host not in self.down:
+                    self.c.hosts[s.host].define(s.uuid, s.flavor, s.project)
+                    s.state = "active"
+            self.quiet = False
+            self.settle()
+
+    return EventsRetriesAndNova
+
+
+def test_events_retries_and_nova_converge(tmp_path, served):
+    # Fewer runs than the first machine's: each settle may audit four more times (the
+    # clocks past the grace), and the suite grows by well under half a minute.
+    events = settings(SETTINGS, max_examples=8)
+    run_state_machine_as_test(events_machine(tmp_path, served), settings=events)

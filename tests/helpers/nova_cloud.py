@@ -46,18 +46,25 @@ class Host:
     """One compute host: a flat node of :data:`SIZE` and its agent, in ``workdir``.
 
     Attributes:
-        nodename: the node's (and its compute node provider's) name.
+        nodename: the node's (and its compute node provider's) name (``nodename`` when
+            given, else a new one).
         host_path: the fake host file; ``conf``, ``driver``, ``report``, ``tracker`` the agent.
         domains: ``{instance UUID: (flavor, project)}`` of the domains defined on the host now.
     """
 
     def __init__(
-        self, workdir: Path, placement: Any, label: str, shared: bool = False, **groups: Any
+        self,
+        workdir: Path,
+        placement: Any,
+        label: str,
+        shared: bool = False,
+        nodename: str | None = None,
+        **groups: Any,
     ) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.label = label
         self.shared = shared
-        self.nodename = unique(f"nova-{label.lower()}")
+        self.nodename = nodename or unique(f"nova-{label.lower()}")
         self.domains: dict[str, tuple[Flavor, str]] = {}
         self.host_path = workdir / "host.yaml"
         self.state_path = workdir / "state"

@@ -22,7 +22,9 @@ nova's scheduler sent to Placement during the command, ``written``: nova-compute
 request bodies of its writes, ``node_uuid``: the tracker's compute node UUID):
 
 * ``host`` ``{scenario, placement, libvirt_version, instances_path, state_path,
-  options}``: a host nova-compute never ran on (its database emptied).
+  options, nodename}``: a host nova-compute never ran on (its database emptied), named
+  ``nodename`` (libvirt's hostname, nova's ``[DEFAULT] host``; default
+  :data:`~tests.helpers.nova_libvirt.NODENAME`).
 * ``start``: nova-compute's start-up as far as the resource tracker goes, in nova's order
   (``nova/service.py`` ``Service.start``): the service record is read;
   ``ComputeManager.init_host``'s node part (``driver.init_host``,
@@ -40,6 +42,11 @@ request bodies of its writes, ``node_uuid``: the tracker's compute node UUID):
   is created in nova's database, its allocations read (``get_allocations_for_consumer``,
   as ``_build_and_run_instance`` does) and ``ResourceTracker.instance_claim`` runs (its
   ``_update`` -> ``_update_to_placement``).
+* ``refresh``: what every claim of nova-compute's tracker ends with (``instance_claim``,
+  ``resize_claim``, ``rebuild_claim``, dropping a move claim: ``ResourceTracker._update``
+  -> ``_update_to_placement``), its provider-tree cache expired as in ``claim``: the
+  host's tree is read and written wherever it differs from nova's; nova's in-memory
+  usage bookkeeping of the claim, which never reaches Placement, is left out.
 * ``stop``: the process exits.
 
 A call fails (``ok`` false) when nova raises, or logs an error (the compute manager logs
@@ -109,9 +116,10 @@ class NovaCompute:
         libvirt_version: int,
         instances_path: Path,
         options: dict[str, dict[str, Any]] | None = None,
+        nodename: str = NODENAME,
     ) -> None:
         """A new host for this process: nova-compute was never started there (its database
-        emptied, its ``state_path`` as given).
+        emptied, its ``state_path`` as given), named ``nodename``.
 
         Args:
             state_path: nova's ``[DEFAULT] state_path`` (``compute_id``).
@@ -130,6 +138,7 @@ class NovaCompute:
             instances_path=str(instances_path),
             state_path=str(state_path),
             options=options or {},
+            nodename=nodename,
         )
         assert answer["ok"], answer
 
@@ -237,10 +246,11 @@ class _Compute:
                 if table != "alembic_version" and not table.startswith("sqlite_"):
                     con.execute(f"DELETE FROM {table}")  # the schema's own table names
         self.config = config
+        self.nodename = config.get("nodename", NODENAME)
         self.scenario = HOSTS[config["scenario"]]
         self.options = {
             "DEFAULT": {
-                "host": NODENAME,
+                "host": self.nodename,
                 "compute_driver": "libvirt.LibvirtDriver",
                 "state_path": config["state_path"],
                 "update_resources_interval": -1,
@@ -275,13 +285,16 @@ class _Compute:
                 self.config["instances_path"],
                 self.config["libvirt_version"],
                 self.options,
+                self.nodename,
             )
         )
         client = report.SchedulerReportClient(
             adapter=_adapter(self.config["placement"], self.compute_requests, self.bodies)
         )
-        rt = resource_tracker.ResourceTracker(NODENAME, driver, reportclient=client)
-        manager = types.SimpleNamespace(host=NODENAME, driver=driver, rt=rt, reportclient=client)
+        rt = resource_tracker.ResourceTracker(self.nodename, driver, reportclient=client)
+        manager = types.SimpleNamespace(
+            host=self.nodename, driver=driver, rt=rt, reportclient=client
+        )
         for name in (
             "_get_compute_nodes_in_db",
             "_update_available_resource_for_node",
@@ -293,11 +306,13 @@ class _Compute:
                 types.MethodType(getattr(compute_manager.ComputeManager, name), manager),
             )
         self.manager = manager
-        service = objects.Service.get_by_host_and_binary(self.context, NODENAME, "nova-compute")
+        service = objects.Service.get_by_host_and_binary(
+            self.context, self.nodename, "nova-compute"
+        )
         # ComputeManager.init_host, its node part (and the options it registers).
         nova.conf.neutron.register_dynamic_opts(nova.conf.CONF)
         nova.conf.devices.register_dynamic_opts(nova.conf.CONF)
-        driver.init_host(host=NODENAME)
+        driver.init_host(host=self.nodename)
         if service is not None:
             compute_manager.ComputeManager._ensure_existing_node_identity(manager, service)
         else:
@@ -306,7 +321,11 @@ class _Compute:
         compute_manager.ComputeManager._check_for_host_rename(manager, nodes)
         if service is None:  # nova/service.py _create_service_ref (no notification bus here)
             service = objects.Service(
-                self.context, host=NODENAME, binary="nova-compute", topic="compute", report_count=0
+                self.context,
+                host=self.nodename,
+                binary="nova-compute",
+                topic="compute",
+                report_count=0,
             )
             with mock.patch.object(objects.Service, "_send_notification"):
                 service.create()
@@ -322,7 +341,7 @@ class _Compute:
         from nova.scheduler.client import report
 
         rt = self.manager.rt
-        node = rt.compute_nodes[NODENAME]
+        node = rt.compute_nodes[self.nodename]
         flavor = objects.Flavor(
             flavorid="f1",
             name="f1",
@@ -353,10 +372,7 @@ class _Compute:
             self.context, scheduler, spec, instance, candidates[0], version
         ):
             raise exception.NoValidHost(reason="claim_resources answered false")
-        # nova-compute's provider-tree cache, as after REFRESH seconds.
-        times = rt.reportclient._association_refresh_time
-        for uuid in times:
-            times[uuid] -= REFRESH + 1
+        self._expire_cache()
         inst = objects.Instance(
             context=self.context,
             uuid=instance,
@@ -378,10 +394,23 @@ class _Compute:
         )
         inst.create()
         allocations = rt.reportclient.get_allocations_for_consumer(self.context, instance)
-        rt.instance_claim(self.context, inst, NODENAME, allocations)
+        rt.instance_claim(self.context, inst, self.nodename, allocations)
+
+    def _expire_cache(self) -> None:
+        """nova-compute's provider-tree cache, as after REFRESH seconds."""
+        times = self.manager.rt.reportclient._association_refresh_time
+        for uuid in times:
+            times[uuid] -= REFRESH + 1
+
+    def refresh(self) -> None:
+        """The tail of every claim (module docstring, ``refresh``): ``ResourceTracker._update``
+        of the compute node, after REFRESH seconds."""
+        rt = self.manager.rt
+        self._expire_cache()
+        rt._update(self.context, rt.compute_nodes[self.nodename])
 
     def node_uuid(self) -> str | None:
-        node = self.manager.rt.compute_nodes.get(NODENAME) if self.manager else None
+        node = self.manager.rt.compute_nodes.get(self.nodename) if self.manager else None
         return node.uuid if node is not None else None
 
 

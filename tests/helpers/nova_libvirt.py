@@ -367,7 +367,12 @@ def _real_baseline_cpu(_conn: Any, cpus: list[str], flags: int = 0) -> str:
         conn.close()
 
 
-def _connection(fakelibvirt: Any, scenario: Scenario, libvirt_version: int | None = None) -> Any:
+def _connection(
+    fakelibvirt: Any,
+    scenario: Scenario,
+    libvirt_version: int | None = None,
+    hostname: str = NODENAME,
+) -> Any:
     if scenario.tdx:
         # Class-wide: nova's driver may open more connections; its own TDX test patches so.
         fakelibvirt.virConnect._domain_capability_features = (
@@ -390,7 +395,7 @@ def _connection(fakelibvirt: Any, scenario: Scenario, libvirt_version: int | Non
         hv_version=fakelibvirt.FAKE_QEMU_VERSION,
         host_info=fakelibvirt.HostInfo(**HOST),
         pci_info=pci_info,
-        hostname=NODENAME,
+        hostname=hostname,
     )
 
 
@@ -400,12 +405,14 @@ def nova_driver(
     instances_path: str,
     libvirt_version: int,
     options: dict[str, dict[str, Any]] | None = None,
+    hostname: str = NODENAME,
 ) -> Iterator[Any]:
     """nova's ``LibvirtDriver`` on fakelibvirt for ``scenario``, as nova's functional
     libvirt tests set it up (``LibvirtFixture``, ``Host.get_connection`` patched to the
     scenario's connection), not yet ``init_host``-ed; nova's global ``CONF`` holds the
     scenario's options, ``instances_path`` and ``options`` (``{group: {name: value}}``,
-    e.g. ``state_path``, ``[database] connection``). Undone on exit."""
+    e.g. ``state_path``, ``[database] connection``); libvirt's hostname (nova's name for
+    the compute node) is ``hostname``. Undone on exit."""
     from nova import conf as nova_conf
     from nova import objects
     from nova.virt import fake as fake_virt
@@ -433,7 +440,7 @@ def nova_driver(
     # the next host of a long-lived process starts from fakelibvirt's own.
     features = fakelibvirt.virConnect._domain_capability_features
     tpm = fakelibvirt.virConnect._domain_capability_tpm
-    conn = _connection(fakelibvirt, scenario, libvirt_version)
+    conn = _connection(fakelibvirt, scenario, libvirt_version, hostname)
     no_cgroup = str(Path(instances_path) / "no-misc-cgroup" / "misc.capacity")
     try:
         with (
