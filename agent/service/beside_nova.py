@@ -125,7 +125,8 @@ def check_name(adapter: HostNamed, evidence: NovaEvidence) -> None:
 
 def refuse_layouts(conf: cfg.ConfigOpts, evidence: NovaEvidence) -> None:
     """Refuse the layouts nova-compute's resource tracker writes back (module docstring):
-    beside nova-compute, or when the agent cannot tell (:attr:`agent.service.nova_evidence.NovaEvidence.refuses`).
+    beside nova-compute, or when the agent cannot tell
+    (:attr:`agent.service.nova_evidence.NovaEvidence.refuses`).
 
     Raises:
         ConfigError: one line naming the option, why, and how to return to a flat tree.
