@@ -230,19 +230,10 @@ def decide(
     Returns:
         The :class:`AuditDecision`.
     """
-    record = view.record
     missing = _missing(view, listing)
     moving = found_moving(view, listing.present, missing, reads)
     alone, drift, in_step = _holding_here(view, listing, rewrite)
-    # Placement knows these (read, or last seen moving and not read), or a batch with them
-    # was refused: one read-edit-write each, so one at fault fails alone.
-    known = {
-        c
-        for c in missing
-        if (c in reads and reads[c].generation is not None)
-        or (c not in reads and c in record.moving)
-        or c in listing.refused
-    }
+    known = _known_to_placement(view, listing, missing, reads)
     alone.update((c, Alone.HEAL) for c in sorted(known - set(moving)))
     bulk = {c: w for c, w in missing.items() if c not in moving and c not in known}
     remove, deferred, confirmed = _gone(view, listing, grace, now)
@@ -260,6 +251,24 @@ def decide(
         unknown_due=due,
         left_alone=left,
     )
+
+
+def _known_to_placement(
+    view: AuditView,
+    listing: Listing,
+    missing: Mapping[str, ConsumerAllocations],
+    reads: Mapping[str, ConsumerAllocations],
+) -> set[str]:
+    """Those of ``missing`` written alone (:attr:`Alone.HEAL`, one read-edit-write each, so
+    one at fault fails alone): Placement knows them (read with a generation, or last seen
+    moving and not read), or a batch with them was refused."""
+    return {
+        c
+        for c in missing
+        if (c in reads and reads[c].generation is not None)
+        or (c not in reads and c in view.record.moving)
+        or c in listing.refused
+    }
 
 
 def judge_here(
