@@ -33,6 +33,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from agent.audit.absence import Absences
+from agent.audit.authorship import Authorship
+from agent.model.allocations import ByProvider
+
 
 class State(enum.StrEnum):
     """The state of one consumer on one node (module docstring)."""
@@ -122,9 +126,21 @@ class ConsumerStatus:
 
 
 class Noted:
-    """What the last audit found of each consumer, noted by the record's transitions (the
-    base of :class:`agent.audit.consumer_record.ConsumerRecord` and its parts)."""
+    """The base of :class:`agent.audit.consumer_record.ConsumerRecord` and its parts split
+    by meaning (:mod:`agent.audit.record_claims`, :mod:`agent.audit.record_gone`): the
+    record's fields they share, declared once (the record's dataclass defines them), and
+    what the last audit found of each consumer, noted by their transitions."""
 
+    instances: set[str]
+    claims: dict[str, float]
+    gone: set[str]
+    moving: set[str]
+    unknown: dict[str, float]
+    shared: dict[str, ByProvider]
+    wrote: Authorship
+    absent: Absences
+    inherited: set[str]
+    drift: dict[str, str]
     statuses: dict[str, ConsumerStatus]
 
     def _status(self, consumer: str, reason: Reason, detail: str = "", drift: str = "") -> None:

@@ -7,23 +7,12 @@ or expired after ``[DEFAULT] instance_build_timeout``.
 
 from __future__ import annotations
 
-from agent.audit.absence import Absences
-from agent.audit.authorship import Authorship
 from agent.audit.consumer_state import Noted, Reason
 from agent.model.allocations import ByProvider
 
 
 class ClaimTransitions(Noted):
-    """The record's transitions of claims (fields: the record's)."""
-
-    instances: set[str]
-    claims: dict[str, float]
-    gone: set[str]
-    moving: set[str]
-    unknown: dict[str, float]
-    shared: dict[str, ByProvider]
-    wrote: Authorship
-    absent: Absences
+    """The record's transitions of claims (fields: the record's, :class:`Noted`)."""
 
     def claimed(self, consumer: str, when: float, shared: ByProvider | None = None) -> None:
         """A claim through the tracker: *claimed, building* until listed.

@@ -10,25 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agent.audit.absence import Absences
-from agent.audit.authorship import Authorship
 from agent.audit.consumer_state import Noted, Reason
-from agent.model.allocations import ByProvider
 
 
 class GoneTransitions(Noted):
-    """The record's transitions of gone consumers (fields: the record's)."""
-
-    instances: set[str]
-    claims: dict[str, float]
-    gone: set[str]
-    moving: set[str]
-    unknown: dict[str, float]
-    shared: dict[str, ByProvider]
-    wrote: Authorship
-    absent: Absences
-    inherited: set[str]
-    drift: dict[str, str]
+    """The record's transitions of gone consumers (fields: the record's, :class:`Noted`)."""
 
     def vanished(self, consumer: str) -> None:
         """``consumer`` was an instance here and is no longer listed: *gone*."""

@@ -36,6 +36,7 @@ from tests.helpers.audit_triggers import (
     inventory,
     put_inventory,
     rename,
+    revert_with_a_cycle_inside,
     with_events,
 )
 from tests.helpers.events import ThreadedService, service_ini, wait_until
@@ -97,13 +98,7 @@ def test_revert_after_the_destinations_destroy_event(cloud):
     with_events(c.hosts["B"], lambda: c.hosts["B"].undefine(inst))
     c.expect("revert_resize: B's domain destroyed, B's event", A=S, B=L)
 
-    def b_cycles(method: str, _url: str) -> None:
-        if method == "POST":
-            c.cycle("B", watch=(inst, mig))
-
-    c.nova.adapter.before_write = b_cycles
-    c.nova.revert(inst, mig)
-    c.nova.adapter.before_write = None
+    revert_with_a_cycle_inside(c, "B", inst, mig)
     c.expect("resize reverted, B's cycle inside nova's move_allocations", A=S, B=IDLE)
     assert c.holds(inst) == {"A": S} and c.holds(mig) == {}
 
@@ -118,13 +113,7 @@ def test_revert_without_events_defers(tmp_path, served):
     move_to_b(c, inst, mig)
     c.hosts["B"].undefine(inst)
 
-    def b_cycles(method: str, _url: str) -> None:
-        if method == "POST":
-            c.cycle("B", watch=(inst, mig))
-
-    c.nova.adapter.before_write = b_cycles
-    c.nova.revert(inst, mig)
-    c.nova.adapter.before_write = None
+    revert_with_a_cycle_inside(c, "B", inst, mig)
     c.expect("resize reverted, B's cycle inside nova's move_allocations", A=S, B=IDLE)
 
 

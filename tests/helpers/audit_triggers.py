@@ -115,3 +115,19 @@ def inventory(base: str, provider: str, rc: str) -> dict[str, Any]:
     """``GET /resource_providers/{uuid}/inventories/{rc}`` (generation left out)."""
     got = http_get(base, f"/resource_providers/{provider}/inventories/{rc}")
     return {k: v for k, v in got.items() if k != "resource_provider_generation"}
+
+
+def revert_with_a_cycle_inside(cloud: Any, label: str, instance: str, migration: str) -> None:
+    """nova's revert (``_revert_allocation``: ``move_allocations`` from the migration record
+    back to the instance) with a periodic cycle of host ``label``'s agent landed between
+    nova's reads and its ``POST /allocations`` (the window issue 39, case 1 names)."""
+
+    def cycles(method: str, _url: str) -> None:
+        if method == "POST":
+            cloud.cycle(label, watch=(instance, migration))
+
+    cloud.nova.adapter.before_write = cycles
+    try:
+        cloud.nova.revert(instance, migration)
+    finally:
+        cloud.nova.adapter.before_write = None

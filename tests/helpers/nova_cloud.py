@@ -107,21 +107,21 @@ class Host:
                 "memory_mb": SIZE["MEMORY_MB"],
                 "disk_gb": SIZE["DISK_GB"],
                 "shared_storage": self.shared,
-                "instances": [
-                    {
-                        "uuid": uuid,
-                        "project_id": project,
-                        "user_id": USER,
-                        "flavor": {
-                            "vcpus": f.vcpus,
-                            "memory_mb": f.memory_mb,
-                            "root_gb": f.root_gb,
-                        },
-                    }
-                    for uuid, (f, project) in self.domains.items()
-                ],
+                "instances": self.instances(),
             }
         )
+
+    def instances(self) -> list[dict[str, Any]]:
+        """The host file's ``instances``: the domains in :attr:`domains`."""
+        return [
+            {
+                "uuid": uuid,
+                "project_id": project,
+                "user_id": USER,
+                "flavor": {"vcpus": f.vcpus, "memory_mb": f.memory_mb, "root_gb": f.root_gb},
+            }
+            for uuid, (f, project) in self.domains.items()
+        ]
 
     def _write(self) -> None:
         self.description().write(self.host_path)

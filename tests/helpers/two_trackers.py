@@ -123,19 +123,7 @@ class TrackedHost(Host):
                 "memory_mb": self.inventory["MEMORY_MB"]["total"],
                 "disk_gb": self.inventory["DISK_GB"]["total"],
                 "traits": self.nova_traits,
-                "instances": [
-                    {
-                        "uuid": uuid,
-                        "project_id": project,
-                        "user_id": USER,
-                        "flavor": {
-                            "vcpus": f.vcpus,
-                            "memory_mb": f.memory_mb,
-                            "root_gb": f.root_gb,
-                        },
-                    }
-                    for uuid, (f, project) in self.domains.items()
-                ],
+                "instances": self.instances(),
             }
         )
 
