@@ -49,10 +49,12 @@ from cold_sync import cold_sync
 from many_nodes import agent_of, close, run
 from support.servers import mariadb_server, served_on
 
+from agent.placement.options import AGENT_OPTS
 from agent.placement.serve import THREADS, available_cpus
 from tests.helpers.mariadb import MariaDB
 
 DEFAULT = "default"
+IN_FLIGHT: int = next(o.default for o in AGENT_OPTS if o.name == "max_concurrent_requests")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,13 +89,13 @@ TODAY = Point(1, 1, None, 4)
 
 
 def around_defaults() -> list[Point]:
-    """One axis at a time around W = this machine's CPUs, T = 2, the default pool, K = 16."""
-    w, t = available_cpus(), THREADS
-    points = [Point(w, 1, None, 4), Point(w, t, None, 4)]
-    points += [Point(w, t, None, k) for k in (16, 64)]
-    points += [Point(w, n, None, 16) for n in (1, 4)]
-    points += [Point(n, t, None, 16) for n in sorted({1, 2 * w} - {w})]
-    points.append(Point(w, t, 1, 16))  # fewer connections than threads
+    """One axis at a time around the defaults: W = this machine's CPUs, T = 2, the
+    default pool, K = ``[placement] max_concurrent_requests``' default (64)."""
+    w, t, k = available_cpus(), THREADS, IN_FLIGHT
+    points = [Point(w, 1, None, 4), Point(w, t, None, 4), Point(w, t, None, 16)]
+    points += [Point(w, t, None, k), Point(w, 1, None, k), Point(w, 4, None, k)]
+    points += [Point(n, t, None, k) for n in sorted({1, 2 * w} - {w})]
+    points.append(Point(w, t, 1, k))  # fewer connections than threads
     return points
 
 
@@ -110,7 +112,7 @@ def points_from(args: argparse.Namespace) -> list[Point]:
             listed(args.workers, str(available_cpus())),
             listed(args.threads, str(THREADS)),
             listed(args.pool, DEFAULT),
-            listed(args.in_flight, "16"),
+            listed(args.in_flight, str(IN_FLIGHT)),
         )
         asked = [Point.parse("/".join(p)) for p in grid]
     else:

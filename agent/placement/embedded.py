@@ -245,10 +245,20 @@ def make_server(state_path: str | Path, host: str, port: int) -> simple_server.W
     return make_wsgi_server(placement_app(state_path), host, port)
 
 
+class _Server(simple_server.WSGIServer):
+    # socketserver listens with a backlog of 5: an agent's window of requests in
+    # flight ([placement] max_concurrent_requests, at most 256) connecting at once
+    # would have its SYNs dropped past 5 and retried a second or more later; here
+    # they wait their turn in the kernel's accept queue.
+    request_queue_size = 256
+
+
 def make_wsgi_server(app: Callable[..., Any], host: str, port: int) -> simple_server.WSGIServer:
     """Python's one-request-at-a-time WSGI server for ``app`` on ``host:port`` (not serving yet).
 
     Raises:
         OSError: the address is in use.
     """
-    return simple_server.make_server(host, port, app, handler_class=_QuietHandler)
+    return simple_server.make_server(
+        host, port, app, server_class=_Server, handler_class=_QuietHandler
+    )

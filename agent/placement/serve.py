@@ -21,9 +21,10 @@ docs/scale.md):
   throughput grows with the workers until the cores are spent, and Placement
   (7.9-12 ms of CPU a request) is most of what they are spent on;
 * **threads = 2**: 63 req/s is 16 ms of a worker's time a request for 8-12 ms
-  of its CPU, so a third or more of a one-thread worker's time waits on
-  MariaDB and the socket; a second thread runs then. More threads only
-  queue on the worker's GIL, as the sweep shows;
+  of its CPU, so a quarter to a half of a one-thread worker's time waits on
+  MariaDB and the socket; a second thread runs then. A third or fourth
+  finds the worker's GIL taken more often than not, and each holds a
+  database connection of its own;
 * **keep-alive 30 s**: connections kept between requests, as Apache or uWSGI
   in front of a production Placement keep them (the agent opened a TCP
   connection per request without it, issue 28); an option for a proxy in
