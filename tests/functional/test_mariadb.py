@@ -13,13 +13,19 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 
+import psutil
+
+from agent.placement.serve import available_cpus
 from agent.shape.adapter import adapt
 from agent.tracker.reshape import reshape_node
 from drivers.fake import FakeDriver
 from tests.helpers.conf import make_conf
 from tests.helpers.paths import REPO
 from tests.helpers.placement_http import call, http_get
+from tests.helpers.served import ServedPlacement
 from tests.helpers.tracker import Setup
 
 
@@ -85,3 +91,43 @@ def test_placement_serve_names_an_unreachable_database_without_its_password(tmp_
     )  # fmt: skip
     assert done.returncode == 2
     assert "placement:***@127.0.0.1:1/placement" in done.stderr and "s3cret" not in done.stderr
+
+
+def test_the_pool_size_reaches_placements_database_engine(mariadb):
+    """``--db-pool-size``/``--db-max-overflow`` end as the SQLAlchemy pool's bounds."""
+    script = (
+        "import sys; from agent.placement.embedded import PoolSize, placement_app_for_url; "
+        "placement_app_for_url(sys.argv[1], pool=PoolSize(7, 3)); "
+        "from placement import db_api; pool = db_api.get_placement_engine().pool; "
+        "print(type(pool).__name__, pool.size(), pool._max_overflow)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, mariadb.database()],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["QueuePool", "7", "3"]
+
+
+def test_placement_serve_with_its_defaults_serves_a_worker_per_cpu(tmp_path, mariadb):
+    """No ``--workers`` nor ``--threads``: a worker per CPU (two threads each, checked
+    in tests/unit/test_placement_serve_options.py); the agent's cycles and requests
+    in parallel are served."""
+    served = ServedPlacement(
+        tmp_path / "served", database=mariadb.database(), workers=None, options=()
+    )
+    served.start()
+    try:
+        assert served.proc is not None
+        master = psutil.Process(served.proc.pid)
+        deadline = time.monotonic() + 20  # the workers fork one after the other
+        while len(master.children()) < available_cpus() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(master.children()) == available_cpus()
+        s = Setup(tmp_path, served)
+        assert s.cycle(startup=True).ok and s.cycle().ok
+        with ThreadPoolExecutor(16) as pool:
+            listed = list(pool.map(lambda _i: http_get(s.base, "/resource_providers"), range(32)))
+        assert all(len(r["resource_providers"]) > 5 for r in listed)
+    finally:
+        served.stop()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import requests
@@ -26,7 +27,11 @@ class ServedPlacement:
     Args:
         state: its state directory (``placement.sqlite`` lives there).
         database: a database URL holding Placement's schema instead (MariaDB).
-        workers: gunicorn worker processes (a database server only).
+        workers: worker processes (several: a database server only; gunicorn);
+            None: placement-serve's default (one per CPU on a database server).
+        options: more of ``placement-serve``'s options (``--threads 2``,
+            ``--db-pool-size 4`` ...); without them a database server gets
+            ``workers`` processes of one thread (one: Python's WSGI server).
 
     Attributes:
         state: its state directory.
@@ -34,9 +39,16 @@ class ServedPlacement:
         conf: the configuration file it is started with.
     """
 
-    def __init__(self, state: Path, database: str | None = None, workers: int = 1) -> None:
+    def __init__(
+        self,
+        state: Path,
+        database: str | None = None,
+        workers: int | None = 1,
+        options: Sequence[str] = ("--threads", "1"),
+    ) -> None:
         self.database = database
         self.workers = workers
+        self.options = list(options)
         self.state = state
         state.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
@@ -63,7 +75,10 @@ class ServedPlacement:
                 "--port",
                 str(self.port),
                 *(["--placement-db", self.database] if self.database else []),
-                *(["--workers", str(self.workers)] if self.workers > 1 else []),
+                # Given even when 1: placement-serve's own default on a database
+                # server is one worker per CPU.
+                *(["--workers", str(self.workers)] if self.workers is not None else []),
+                *self.options,
             ],
             cwd=REPO,
             stdout=subprocess.DEVNULL,

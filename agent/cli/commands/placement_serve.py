@@ -9,7 +9,6 @@ import threading
 from types import FrameType
 
 from agent.cli.commands.common import add_config_args, load_conf
-from agent.model.exceptions import ConfigError
 from agent.placement.embedded import (
     database_url,
     make_server,
@@ -17,7 +16,15 @@ from agent.placement.embedded import (
     placement_app_for_url,
     safe_url,
 )
-from agent.placement.serve import check_workers, serve_workers, sync_schema
+from agent.placement.serve import (
+    KEEPALIVE,
+    MAX_OVERFLOW,
+    POOL_SIZE,
+    THREADS,
+    serve_workers,
+    settings_for,
+    sync_schema,
+)
 from agent.service.exit_codes import EXIT_OK
 
 NAME = "placement-serve"
@@ -50,9 +57,37 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workers",
         type=int,
-        default=1,
-        help="worker processes (gunicorn) for a database server; 1: one process "
-        "(the only choice on SQLite)",
+        help="worker processes (gunicorn) for a database server (default: the CPUs this "
+        "process may run on; 1 on SQLite, its only choice)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help=f"threads per worker process for a database server (default: {THREADS}; "
+        "1 on SQLite); --workers 1 --threads 1 serves one request at a time without gunicorn",
+    )
+    parser.add_argument(
+        "--keepalive",
+        type=int,
+        default=KEEPALIVE,
+        metavar="SECONDS",
+        help="seconds an idle connection is kept open for its next request (gunicorn; "
+        "0: closed after each); keep it above the idle timeout of a proxy in front",
+    )
+    parser.add_argument(
+        "--db-pool-size",
+        type=int,
+        metavar="N",
+        help=f"database connections each worker keeps open (default: {POOL_SIZE}, or "
+        "--threads if more; [placement_database] max_pool_size)",
+    )
+    parser.add_argument(
+        "--db-max-overflow",
+        type=int,
+        default=MAX_OVERFLOW,
+        metavar="N",
+        help="connections a worker may open beyond its pool on a burst, closed when "
+        "returned ([placement_database] max_overflow)",
     )
 
 
@@ -60,24 +95,26 @@ def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM or SIGINT.
 
     Raises:
-        ConfigError: SQLite with several workers, or a database that cannot
+        ConfigError: a count out of range, SQLite with several workers or
+            threads (:func:`~agent.placement.serve.settings_for`), or a database that cannot
             be opened, holds no schema, or whose migrations failed.
     """
     conf = load_conf(args)
     url = args.placement_db or database_url(conf.state_path)
-    if args.workers < 1:
-        raise ConfigError(f"--workers {args.workers}: give 1 or more worker processes")
+    settings = settings_for(
+        url, args.workers, args.threads, args.keepalive, args.db_pool_size, args.db_max_overflow
+    )
     if args.placement_db:
-        check_workers(url, args.workers)
         if args.sync_schema:
             sync_schema(url)
-        if args.workers > 1:
+        if settings.gunicorn:
             print(f"serving {safe_url(url)} on http://{args.host}:{args.port}", flush=True)
-            serve_workers(url, args.host, args.port, args.workers)
+            serve_workers(url, args.host, args.port, settings)
             return EXIT_OK
-        server = make_wsgi_server(placement_app_for_url(url), args.host, args.port)
+        server = make_wsgi_server(
+            placement_app_for_url(url, pool=settings.pool), args.host, args.port
+        )
     else:
-        check_workers(url, args.workers)
         server = make_server(conf.state_path, args.host, args.port)
 
     def stop(signum: int, frame: FrameType | None) -> None:
