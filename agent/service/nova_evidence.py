@@ -103,11 +103,11 @@ def scan_processes() -> ProcessScan:
     me = os.getpid()
     unreadable = 0
     init_seen = False
-    for proc in psutil.process_iter(["pid", "name", "cmdline"]):
+    for proc in psutil.process_iter(["pid", "name", "cmdline", "status"]):
         info = proc.info
         init_seen |= info["pid"] == 1
-        if info["pid"] == me:
-            continue
+        if info["pid"] == me or info.get("status") == psutil.STATUS_ZOMBIE:
+            continue  # a zombie has exited (its command line is gone): not nova-compute
         if info.get("name") is None or info.get("cmdline") is None:
             unreadable += 1  # psutil's AccessDenied value
             continue

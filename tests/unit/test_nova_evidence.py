@@ -34,7 +34,12 @@ from agent.service import nova_evidence
 from agent.service.exit_codes import EXIT_BAD_INPUT
 from tests.helpers.paths import REPO
 
+# Processes named nova-compute, nobody's and root's, are started and looked for here: one
+# pytest-xdist worker runs this module's tests in turn, or a test sees another's process.
+pytestmark = pytest.mark.xdist_group("nova_compute_processes")
+
 NOBODY = 65534
+FAKE = "nova-compute pid "
 PYTHON_HOME = Path(os.path.realpath(sys.executable)).parents[3]
 """pyenv's root (``~/.pyenv``) when the interpreter is pyenv's, made reachable for nobody."""
 
@@ -59,6 +64,7 @@ def sandbox(
     user: bool = True,
     own_pid_namespace: bool = False,
     path: str = "",
+    nova_compute: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``argv`` (in the repository) as the shipped unit would, or as a container would.
 
@@ -67,16 +73,45 @@ def sandbox(
         user: as ``nobody`` with no capability (``User=`` of an unprivileged user).
         own_pid_namespace: in a PID namespace of its own with its own /proc (a container).
         path: directories put first on PATH.
+        nova_compute: a process named nova-compute runs as root on the host while ``argv``
+            runs, and only then (every process of this machine sees it: other tests'
+            agents under ``auto`` too); its PID is :func:`_fake_pid` of the result.
     """
     _tools()
     with tempfile.TemporaryDirectory() as shadow:
-        return _sandboxed(argv, shadow, hidepid, user, own_pid_namespace, path)
+        fake = None
+        if nova_compute:
+            fake = Path(shadow) / "bin" / "nova-compute"
+            fake.parent.mkdir()
+            fake.write_text("import time\ntime.sleep(120)\n")
+        return _sandboxed(argv, shadow, hidepid, user, own_pid_namespace, path, fake)
+
+
+def _fake_pid(done: subprocess.CompletedProcess[str]) -> int:
+    """The PID of the nova-compute :func:`sandbox` ran beside ``argv`` (its first line)."""
+    return int(done.stderr.splitlines()[0].removeprefix(FAKE))
+
+
+def _stderr(done: subprocess.CompletedProcess[str]) -> str:
+    """What ``argv`` wrote on stderr (without :func:`_fake_pid`'s line)."""
+    return "\n".join(line for line in done.stderr.splitlines() if not line.startswith(FAKE))
 
 
 def _sandboxed(
-    argv: list[str], shadow: str, hidepid: bool, user: bool, own_pid_namespace: bool, path: str
+    argv: list[str],
+    shadow: str,
+    hidepid: bool,
+    user: bool,
+    own_pid_namespace: bool,
+    path: str,
+    fake: Path | None,
 ) -> subprocess.CompletedProcess[str]:
     steps = []
+    if fake is not None:
+        # Started before /proc is remounted and privileges dropped, as root, on the host's
+        # PID namespace (a container's own is made below, around argv only).
+        steps.append(f"{{ {shlex.quote(sys.executable)} {shlex.quote(str(fake))} & }}")
+        steps.append(f"fake=$! && echo {FAKE}$fake >&2")
     home = Path.home()
     if user and str(PYTHON_HOME).startswith(f"{home}/"):
         # nobody cannot pass root's 0700 home: a 0755 directory with the interpreter's
@@ -89,10 +124,13 @@ def _sandboxed(
         steps.append("mount -t proc -o hidepid=invisible proc /proc")
     env = f"env PATH={shlex.quote(path + ':' + os.environ['PATH'])} PYTHONPATH={REPO} HOME=/tmp"
     drop = f"setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups " if user else ""
-    steps.append(f"exec {drop}{env} " + shlex.join(argv))
+    inner = ["unshare", "--pid", "--fork", "--mount-proc"] if own_pid_namespace else []
+    command = f"{drop}{env} " + shlex.join([*inner, *argv])
+    if fake is None:
+        steps.append(f"exec {command}")
+    else:
+        steps.append(f"{{ {command}; rc=$?; kill $fake; wait $fake 2>/dev/null; exit $rc; }}")
     unshare = ["unshare", "--mount", "--propagation", "private"]
-    if own_pid_namespace:
-        unshare += ["--pid", "--fork", "--mount-proc"]
     done = subprocess.run(
         [*unshare, "sh", "-c", " && ".join(steps)],
         capture_output=True,
@@ -118,33 +156,23 @@ def shared() -> Iterator[Path]:
         yield Path(path)
 
 
-@pytest.fixture
-def nova_compute(tmp_path) -> Iterator[subprocess.Popen[bytes]]:
-    """A process named nova-compute running as root (nova's own user, not the agent's)."""
-    script = tmp_path / "nova-compute"
-    script.write_text("import time\ntime.sleep(120)\n")
-    proc = subprocess.Popen([sys.executable, str(script)])
-    yield proc
-    proc.terminate()
-    proc.wait()
-
-
 def _gathered(done: subprocess.CompletedProcess[str]) -> tuple[str, str]:
     assert done.returncode == 0, done.stderr
     state, words = done.stdout.strip().splitlines()
     return state, words
 
 
-def test_under_the_units_user_and_protectproc_a_running_nova_compute_is_unseen(nova_compute):
+def test_under_the_units_user_and_protectproc_a_running_nova_compute_is_unseen():
     """``User=`` + ``ProtectProc=invisible``: nova-compute (another user's) is not listed,
     nor is PID 1; ``auto`` cannot tell, where it used to say "absent"."""
-    state, words = _gathered(sandbox([sys.executable, "-c", GATHER]))
+    done = sandbox([sys.executable, "-c", GATHER], nova_compute=True)
+    state, words = _gathered(done)
     assert state == nova_evidence.UNKNOWN, words
     assert "hidepid=invisible" in words and "ProtectProc=invisible" in words
-    assert f"pid {nova_compute.pid}" not in words
+    assert f"pid {_fake_pid(done)}" not in words
 
 
-def test_under_the_unit_the_agent_refuses_numa_in_one_line(shared, nova_compute):
+def test_under_the_unit_the_agent_refuses_numa_in_one_line(shared):
     """The whole agent (``compute-agent run --once``) under the unit's user and
     ``ProtectProc=invisible``: exit 2, one line naming the option, why, and how to declare
     ``nova_compute = false``; with that declared it runs."""
@@ -156,9 +184,9 @@ def test_under_the_unit_the_agent_refuses_numa_in_one_line(shared, nova_compute)
     host = REPO / "examples" / "small-host.yaml"
     run = [sys.executable, "-m", "agent.cli.main", "run", "--once", "--config", str(conf)]
     run += ["--driver", "fake", "--fake-host", str(host)]
-    done = sandbox(run)
+    done = sandbox(run, nova_compute=True)
     assert done.returncode == EXIT_BAD_INPUT, done.stderr
-    (line,) = done.stderr.strip().splitlines()
+    (line,) = _stderr(done).strip().splitlines()
     assert "[numa] model_in_placement = true is refused while the agent cannot tell" in line
     assert "hidepid=invisible" in line
     assert line.endswith(
@@ -203,27 +231,29 @@ def test_under_the_unit_systemd_says_nova_compute_is_active(shared):
     )
 
 
-def test_in_a_pid_namespace_of_its_own_nova_compute_on_the_host_is_unseen(nova_compute):
+def test_in_a_pid_namespace_of_its_own_nova_compute_on_the_host_is_unseen():
     """The kolla case: the agent's container has its own PID namespace (root inside, every
     process of the container visible): the host's nova-compute is not, so cannot tell."""
     done = sandbox(
-        [sys.executable, "-c", GATHER], hidepid=False, user=False, own_pid_namespace=True
+        [sys.executable, "-c", GATHER],
+        hidepid=False,
+        user=False,
+        own_pid_namespace=True,
+        nova_compute=True,
     )
     state, words = _gathered(done)
     assert state == nova_evidence.UNKNOWN, words
     assert "a PID namespace of its own" in words
 
 
-def test_in_the_hosts_pid_namespace_with_every_process_seen_absence_is_evidence(nova_compute):
+def test_in_the_hosts_pid_namespace_with_every_process_seen_absence_is_evidence():
     """Root in the host's PID namespace, /proc without hidepid: nova-compute is seen; and
     without it, its absence is evidence (the only way ``auto`` allows the layouts)."""
-    done = sandbox([sys.executable, "-c", GATHER], hidepid=False, user=False)
+    done = sandbox([sys.executable, "-c", GATHER], hidepid=False, user=False, nova_compute=True)
     assert _gathered(done) == (
         nova_evidence.PRESENT,
-        f"[compute_agent] nova_compute = auto: pid {nova_compute.pid} is nova-compute",
+        f"[compute_agent] nova_compute = auto: pid {_fake_pid(done)} is nova-compute",
     )
-    nova_compute.terminate()
-    nova_compute.wait()
     state, _words = _gathered(sandbox([sys.executable, "-c", GATHER], hidepid=False, user=False))
     assert state == nova_evidence.ABSENT
 
@@ -266,3 +296,23 @@ def test_systemd_unreachable_says_why(tmp_path, monkeypatch):
         None,
         "systemd cannot be asked: systemctl is not installed here",
     )
+
+
+def test_a_zombie_is_no_process_to_read(monkeypatch):
+    """An exited child not reaped yet (a zombie: psutil cannot read its command line) is
+    neither nova-compute nor a process the scan failed to read: absence still stands in
+    the host's PID namespace."""
+
+    class Proc:
+        def __init__(self, **info):
+            self.info = info
+
+    procs = [
+        Proc(pid=1, name="init", cmdline=["/sbin/init"], status="sleeping"),
+        Proc(pid=4242, name=None, cmdline=None, status="zombie"),
+    ]
+    monkeypatch.setattr(nova_evidence.psutil, "process_iter", lambda _attrs: iter(procs))
+    monkeypatch.setattr(nova_evidence.os, "readlink", lambda _p: nova_evidence.INIT_PID_NAMESPACE)
+    assert nova_evidence.scan_processes() == nova_evidence.ProcessScan(None, "")
+    procs[1] = Proc(pid=4242, name=None, cmdline=None, status="sleeping")
+    assert "1 processes cannot be read" in nova_evidence.scan_processes().hidden
