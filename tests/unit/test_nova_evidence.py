@@ -250,10 +250,11 @@ def test_in_the_hosts_pid_namespace_with_every_process_seen_absence_is_evidence(
     """Root in the host's PID namespace, /proc without hidepid: nova-compute is seen; and
     without it, its absence is evidence (the only way ``auto`` allows the layouts)."""
     done = sandbox([sys.executable, "-c", GATHER], hidepid=False, user=False, nova_compute=True)
-    assert _gathered(done) == (
-        nova_evidence.PRESENT,
-        f"[compute_agent] nova_compute = auto: pid {_fake_pid(done)} is nova-compute",
-    )
+    state, words = _gathered(done)
+    # The first nova-compute the scan meets is named: ours, unless another test's runs too.
+    assert state == nova_evidence.PRESENT, words
+    assert words.startswith("[compute_agent] nova_compute = auto: pid ")
+    assert words.endswith(" is nova-compute")
     state, _words = _gathered(sandbox([sys.executable, "-c", GATHER], hidepid=False, user=False))
     assert state == nova_evidence.ABSENT
 
