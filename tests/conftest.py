@@ -8,6 +8,7 @@ import pytest
 from oslo_config import cfg
 
 from tests.helpers.conf import make_conf
+from tests.helpers.processes import nova_compute_processes
 
 
 @pytest.fixture
@@ -18,3 +19,11 @@ def conf_factory(tmp_path: Path):
         return make_conf(tmp_path, **groups)
 
     return factory
+
+
+@pytest.fixture
+def nova_compute_lock():
+    """Held by a test that starts a process named nova-compute, or looks for none
+    (:func:`tests.helpers.processes.nova_compute_processes`)."""
+    with nova_compute_processes():
+        yield

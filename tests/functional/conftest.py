@@ -47,6 +47,17 @@ def served(tmp_path) -> ServedPlacement:
     placement.stop()
 
 
+@pytest.fixture(scope="module")
+def served_module(tmp_path_factory) -> ServedPlacement:
+    """One ``placement-serve`` for a whole module whose tests each use nodenames and
+    consumers of their own and never stop it (a module overrides ``served`` with it): the
+    subprocess and its schema sync are paid once, not once per test."""
+    placement = ServedPlacement(tmp_path_factory.mktemp("served-module"))
+    placement.start()
+    yield placement
+    placement.stop()
+
+
 @pytest.fixture(scope="session")
 def mariadb(tmp_path_factory) -> MariaDB:
     """A private MariaDB server for the session (tests/helpers/mariadb.py)."""

@@ -458,8 +458,7 @@ def test_numa_is_refused_beside_nova_compute_with_nothing_written(tmp_path, plac
     assert f"{NODENAME}_NUMA0" in shown.stdout and f"{NODENAME}_NUMA1" in shown.stdout
 
 
-@pytest.mark.xdist_group("nova_compute_processes")  # a process named nova-compute
-def test_numa_is_refused_when_a_nova_compute_process_runs(tmp_path, placement):
+def test_numa_is_refused_when_a_nova_compute_process_runs(tmp_path, placement, nova_compute_lock):
     """``auto`` (the default): a process named nova-compute on the host is the evidence
     (psutil); without it the NUMA tree is the agent's to write."""
     conf = _numa_conf(tmp_path, placement.url, "auto")

@@ -36,6 +36,12 @@ L = usage(LARGE)
 
 
 @pytest.fixture
+def served(served_module):
+    """The module's one Placement: every cloud here has nodenames of its own."""
+    return served_module
+
+
+@pytest.fixture
 def cloud(tmp_path, served) -> Cloud:
     return Cloud(tmp_path, served)
 

@@ -136,8 +136,7 @@ def _conf(tmp_path, nova_compute: str, numa: bool, compute: str = ""):
     return agent_config.load([str(path)])
 
 
-@pytest.mark.xdist_group("nova_compute_processes")  # a process named nova-compute
-def test_evidence_is_the_option_or_a_running_nova_compute(tmp_path):
+def test_evidence_is_the_option_or_a_running_nova_compute(tmp_path, nova_compute_lock):
     assert beside_nova.nova_compute_beside(_conf(tmp_path, "true", False)).present
     declared = beside_nova.nova_compute_beside(_conf(tmp_path, "false", False))
     assert (declared.state, declared.refuses) == (nova_evidence.ABSENT, False)

@@ -33,10 +33,16 @@ import pytest
 from agent.service import nova_evidence
 from agent.service.exit_codes import EXIT_BAD_INPUT
 from tests.helpers.paths import REPO
+from tests.helpers.processes import nova_compute_processes
 
-# Processes named nova-compute, nobody's and root's, are started and looked for here: one
-# pytest-xdist worker runs this module's tests in turn, or a test sees another's process.
-pytestmark = pytest.mark.xdist_group("nova_compute_processes")
+
+@pytest.fixture(autouse=True)
+def _one_at_a_time() -> Iterator[None]:
+    """Processes named nova-compute, nobody's and root's, are started and looked for here:
+    one test at a time on this machine (tests/helpers/processes.py)."""
+    with nova_compute_processes():
+        yield
+
 
 NOBODY = 65534
 FAKE = "nova-compute pid "
